@@ -1,0 +1,193 @@
+"""The server's TOML configuration, validated with pydantic.
+
+``load_config(path)`` raises ``ConfigError`` with a message that names the offending
+key (``models[1].max_concurrency: Input should be greater than or equal to 1``).
+"""
+
+import ipaddress
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, unreadable or invalid; the message names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GenerationParams(_Section):
+    """Default sampling parameters of a model; a run may override them."""
+
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def merged(self, overrides: "GenerationParams | None") -> "GenerationParams":
+        """These params with every field that ``overrides`` sets replaced."""
+        if overrides is None:
+            return self
+        changed = overrides.model_dump(exclude_unset=True)
+        return self.model_copy(update=changed)
+
+
+class SimulatorSettings(_Section):
+    """How the built-in simulated model behaves (ignored by other providers).
+
+    The simulator is not a language model: it sees the record's reference and answers
+    right with probability ``accuracy``, otherwise plausibly wrong, deterministically
+    for a given seed, after a log-normal latency.
+    """
+
+    accuracy: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
+    latency_ms_median: Annotated[float, Field(ge=0.0)] = 50.0
+    latency_sigma: Annotated[float, Field(ge=0.0, le=3.0)] = 0.4
+    fault_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    seed: int = 0
+
+
+class ModelConfig(_Section):
+    """One ``[[models]]`` table: a model clients may refer to by ``id``."""
+
+    id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
+    provider: Literal["openai", "simulated"]
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    max_concurrency: Annotated[int, Field(ge=1, le=10_000)] = 16
+    timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
+    stream: bool = False
+    params: GenerationParams = GenerationParams()
+    simulator: SimulatorSettings = SimulatorSettings()
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> "ModelConfig":
+        if self.provider == "openai":
+            if not self.base_url:
+                raise ValueError("base_url is required for provider 'openai'")
+            if not self.base_url.startswith(("http://", "https://")):
+                raise ValueError("base_url must start with http:// or https://")
+        return self
+
+    @property
+    def provider_model(self) -> str:
+        """The model name sent to the provider (defaults to ``id``)."""
+        return self.model or self.id
+
+
+class ServerSection(_Section):
+    listen: str = "127.0.0.1:50051"
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    grace_s: Annotated[float, Field(ge=0.0, le=300.0)] = 10.0
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> "ServerSection":
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key must be given together")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca needs tls_cert and tls_key")
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.listen.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+class StoreSection(_Section):
+    url: str = "sqlite:///evald.sqlite3"
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        if not url.startswith(("sqlite:///", "postgresql://")):
+            raise ValueError("store url must start with sqlite:/// or postgresql://")
+        return url
+
+
+class LimitsSection(_Section):
+    max_inflight: Annotated[int, Field(ge=1, le=100_000)] = 256
+    max_subtasks_per_run: Annotated[int, Field(ge=1)] = 25_000
+    max_records_per_dataset: Annotated[int, Field(ge=1)] = 100_000
+    max_runs_in_flight_per_tenant: Annotated[int, Field(ge=1)] = 16
+    max_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
+    max_record_bytes: Annotated[int, Field(ge=64)] = 1024 * 1024
+    events_retained_per_run: Annotated[int, Field(ge=100)] = 100_000
+
+
+class TokenEntry(_Section):
+    tenant: Annotated[str, Field(min_length=1, max_length=128)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class AuthSection(_Section):
+    tokens: tuple[TokenEntry, ...] = ()
+
+
+class ServerConfig(_Section):
+    server: ServerSection = ServerSection()
+    store: StoreSection = StoreSection()
+    limits: LimitsSection = LimitsSection()
+    models: tuple[ModelConfig, ...] = ()
+    auth: AuthSection = AuthSection()
+
+    @model_validator(mode="after")
+    def _unique_ids_and_local_mode(self) -> "ServerConfig":
+        seen: set[str] = set()
+        for model in self.models:
+            if model.id in seen:
+                raise ValueError(f"models: duplicate id {model.id!r}")
+            seen.add(model.id)
+        if not self.auth.tokens and not self.server.is_loopback:
+            raise ValueError(
+                "server.listen: without [[auth.tokens]] evald runs in local mode and "
+                f"binds only to loopback, not {self.server.host!r}"
+            )
+        return self
+
+
+def parse_config(data: dict[str, object]) -> ServerConfig:
+    """Validate an already-parsed TOML document."""
+    try:
+        return ServerConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from exc
+
+
+def load_config(path: Path) -> ServerConfig:
+    """Read and validate ``path``; ``ConfigError`` names the offending key."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    return parse_config(data)
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        location = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]
+        ).lstrip(".")
+        lines.append(f"{location or 'config'}: {error['msg']}")
+    return "; ".join(lines)

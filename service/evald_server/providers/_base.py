@@ -1,0 +1,103 @@
+"""The provider port: what the engine needs from a model provider, and nothing more.
+
+A provider turns one rendered prompt into one ``Completion`` or raises
+``ProviderFailure``, whose ``decision`` tells the engine whether and when to retry.
+Cancelling the awaiting task aborts the in-flight request (its connection is closed).
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from evald_server.config import GenerationParams
+from evald_server.domain import ErrorReason, EvalError
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRequest:
+    """One model call.
+
+    ``reference`` is the record's gold data; only the simulated provider may look at it.
+    ``request_key`` identifies the subtask (sent as the ``X-Evald-Subtask`` header so a
+    fake provider's journal can count duplicate requests for finished work).
+    """
+
+    messages: tuple[ChatMessage, ...]
+    params: GenerationParams
+    request_key: str
+    reference: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    latency_s: float
+    ttft_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class RetryKind(StrEnum):
+    TRANSIENT = "transient"
+    RATE_LIMITED = "rate_limited"
+    PERMANENT = "permanent"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """How the engine should react to a failure: data, not control flow."""
+
+    kind: RetryKind
+    retry_after_s: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind is not RetryKind.PERMANENT
+
+
+class ProviderFailure(Exception):
+    """A model call failed; ``error`` is what gets stored, ``decision`` what happens next."""
+
+    def __init__(
+        self,
+        reason: ErrorReason,
+        message: str,
+        decision: RetryDecision,
+        *,
+        http_status: int | None = None,
+        latency_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.decision = decision
+        self.http_status = http_status
+        self.latency_s = latency_s
+
+    @property
+    def error(self) -> EvalError:
+        metadata: dict[str, object] = {}
+        if self.http_status is not None:
+            metadata["httpStatus"] = self.http_status
+        if self.decision.retry_after_s is not None:
+            metadata["retryAfterS"] = f"{self.decision.retry_after_s:g}"
+        return EvalError.of(self.reason, self.message, **metadata)
+
+
+class Provider(Protocol):
+    """A model provider; one instance per configured model, shared by every run."""
+
+    async def complete(self, request: ProviderRequest) -> Completion:
+        """Run one call; raise ``ProviderFailure`` on any failure."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; in-flight calls are aborted."""
+        ...
