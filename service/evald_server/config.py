@@ -55,7 +55,9 @@ class SimulatorSettings(_Section):
 class ModelConfig(_Section):
     """One ``[[models]]`` table: a model clients may refer to by ``id``."""
 
-    id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
+    id: Annotated[
+        str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    ]
     provider: Literal["openai", "simulated"]
     base_url: str | None = None
     model: str | None = None

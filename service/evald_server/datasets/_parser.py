@@ -1,0 +1,194 @@
+"""JSONL upload → validated records, all or nothing.
+
+The first bad line fails the whole upload with ``DatasetInvalid``, whose message and
+metadata name the line and the field; nothing is returned half-way. The content hash
+is taken over the canonical JSON of the validated records (sorted keys, no
+whitespace), so re-serialising the same records does not make a "different" version.
+"""
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from evald_server.datasets._records import RECORD_MODELS
+from evald_server.domain import DatasetInvalid, ErrorReason, FieldViolation, TaskType
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRecord:
+    """One validated record: its id, the line it came from, its normalised fields."""
+
+    record_id: str
+    line: int
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDataset:
+    records: tuple[DatasetRecord, ...]
+    content_sha256: str
+
+
+def parse_jsonl(
+    task_type: TaskType,
+    chunks: Iterable[bytes],
+    *,
+    max_records: int,
+    max_record_bytes: int,
+) -> ParsedDataset:
+    """Validate a JSONL stream of ``task_type`` records.
+
+    Raises ``DatasetInvalid`` on the first bad one.
+    """
+    model = RECORD_MODELS[task_type]
+    digest = hashlib.sha256()
+    records: list[DatasetRecord] = []
+    first_line_of_id: dict[str, int] = {}
+    for line_number, raw in _lines(chunks, max_record_bytes):
+        if not raw.strip():
+            continue
+        if len(records) >= max_records:
+            raise _invalid(
+                ErrorReason.DATASET_TOO_LARGE,
+                line_number,
+                None,
+                f"more than {max_records} records (limit max_records_per_dataset)",
+                limit="max_records_per_dataset",
+                limitValue=max_records,
+            )
+        document = _decode(raw, line_number)
+        try:
+            validated = model.model_validate(document)
+        except ValidationError as exc:
+            raise _from_validation(exc, line_number) from exc
+        fields = validated.model_dump(mode="json", exclude_none=True)
+        record_id = str(fields.pop("id", line_number))
+        if record_id in first_line_of_id:
+            raise _invalid(
+                ErrorReason.DATASET_DUPLICATE_ID,
+                line_number,
+                "id",
+                f"id {record_id!r} already used on line {first_line_of_id[record_id]}",
+                firstLine=first_line_of_id[record_id],
+            )
+        first_line_of_id[record_id] = line_number
+        canonical = json.dumps(
+            {"id": record_id, **fields}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        digest.update(canonical.encode("utf-8"))
+        digest.update(b"\n")
+        records.append(DatasetRecord(record_id=record_id, line=line_number, fields=fields))
+    if not records:
+        raise DatasetInvalid(ErrorReason.DATASET_EMPTY, "the dataset has no records")
+    return ParsedDataset(records=tuple(records), content_sha256=digest.hexdigest())
+
+
+def _lines(chunks: Iterable[bytes], max_record_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """Split a chunked byte stream into numbered lines, refusing any line over the limit."""
+    pending = bytearray()
+    line_number = 0
+    for chunk in chunks:
+        pending.extend(chunk)
+        while (end := pending.find(b"\n")) >= 0:
+            line_number += 1
+            line = bytes(pending[:end])
+            del pending[: end + 1]
+            _check_size(line, line_number, max_record_bytes)
+            yield line_number, line
+        if len(pending) > max_record_bytes:
+            _check_size(bytes(pending), line_number + 1, max_record_bytes)
+    if pending:
+        line_number += 1
+        _check_size(bytes(pending), line_number, max_record_bytes)
+        yield line_number, bytes(pending)
+
+
+def _check_size(line: bytes, line_number: int, max_record_bytes: int) -> None:
+    if len(line) > max_record_bytes:
+        raise _invalid(
+            ErrorReason.DATASET_TOO_LARGE,
+            line_number,
+            None,
+            f"line is longer than {max_record_bytes} bytes (limit max_record_bytes)",
+            limit="max_record_bytes",
+            limitValue=max_record_bytes,
+        )
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _decode(raw: bytes, line_number: int) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _invalid(
+            ErrorReason.DATASET_ENCODING_ERROR,
+            line_number,
+            None,
+            f"not valid UTF-8 at byte {exc.start}",
+        ) from exc
+    try:
+        document = json.loads(text.removeprefix("\ufeff"), parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        detail = (
+            exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
+        )
+        column = f" (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise _invalid(
+            ErrorReason.DATASET_PARSE_ERROR, line_number, None, f"invalid JSON{column}: {detail}"
+        ) from exc
+    if not isinstance(document, dict):
+        raise _invalid(
+            ErrorReason.DATASET_PARSE_ERROR,
+            line_number,
+            None,
+            f"expected a JSON object, got {type(document).__name__}",
+        )
+    return document
+
+
+def _from_validation(exc: ValidationError, line_number: int) -> DatasetInvalid:
+    error = exc.errors(include_url=False)[0]
+    location = ".".join(str(part) for part in error["loc"] if not _is_type_tag(part))
+    message = error["msg"].removeprefix("Value error, ")
+    if not location and ": " in message:
+        # Model-level validators name their field as "field: message".
+        location, message = message.split(": ", 1)
+    kind = error["type"]
+    if kind == "missing" or message == "Field required":
+        reason = ErrorReason.DATASET_FIELD_MISSING
+        message = "field is required"
+    elif kind == "extra_forbidden":
+        reason = ErrorReason.DATASET_FIELD_INVALID
+        message = "unknown field"
+    else:
+        reason = ErrorReason.DATASET_FIELD_INVALID
+    return _invalid(reason, line_number, location or None, message)
+
+
+def _is_type_tag(part: object) -> bool:
+    """Pydantic puts the union member's type into an error location (``id.str``); drop it."""
+    return isinstance(part, str) and (part in _TYPE_TAGS or "[" in part)
+
+
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "constrained-str"})
+
+
+def _invalid(
+    reason: ErrorReason, line: int, field: str | None, problem: str, **extra: object
+) -> DatasetInvalid:
+    where = f"line {line}" + (f", field {field!r}" if field else "")
+    metadata: dict[str, object] = {"line": line, **extra}
+    violations: tuple[FieldViolation, ...] = ()
+    if field:
+        metadata["field"] = field
+        violations = (FieldViolation(field=f"records[line {line}].{field}", description=problem),)
+    return DatasetInvalid(
+        reason, f"{where}: {problem}", metadata=metadata, field_violations=violations
+    )

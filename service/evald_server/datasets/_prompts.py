@@ -1,0 +1,147 @@
+"""Prompt rendering: a record → the chat messages sent to a model.
+
+A dataset may carry its own template: plain text with ``{placeholder}`` fields and
+``{{`` / ``}}`` for literal braces. Only input-side fields can be placeholders — the
+gold fields (label, answers, entities, summary, reference) never reach a prompt. An
+unknown placeholder is rejected when the dataset is uploaded, not at run time.
+"""
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from evald_server.domain import DatasetInvalid, ErrorReason, TaskType
+from evald_server.providers._base import ChatMessage
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
+
+PLACEHOLDERS: dict[TaskType, frozenset[str]] = {
+    TaskType.CLASSIFICATION: frozenset({"input", "choices"}),
+    TaskType.QA: frozenset({"question", "context"}),
+    TaskType.NER: frozenset({"text"}),
+    TaskType.SUMMARIZATION: frozenset({"document"}),
+    TaskType.GENERATION: frozenset({"input"}),
+}
+
+
+def _choices_block(choices: Sequence[str]) -> str:
+    return "\n".join(f"{chr(ord('A') + i)}. {choice}" for i, choice in enumerate(choices))
+
+
+def _values(task_type: TaskType, fields: Mapping[str, Any]) -> dict[str, str]:
+    if task_type is TaskType.CLASSIFICATION:
+        return {"input": fields["input"], "choices": _choices_block(fields.get("choices", []))}
+    if task_type is TaskType.QA:
+        return {"question": fields["question"], "context": fields.get("context", "")}
+    if task_type is TaskType.NER:
+        text = fields["text"] if "text" in fields else " ".join(fields["tokens"])
+        return {"text": text}
+    if task_type is TaskType.SUMMARIZATION:
+        return {"document": fields["document"]}
+    return {"input": fields["input"]}
+
+
+def _default_classification(values: Mapping[str, str]) -> str:
+    if values["choices"]:
+        return (
+            "Classify the input. Answer with the text of exactly one choice.\n\n"
+            f"Input: {values['input']}\n\nChoices:\n{values['choices']}\n\nAnswer:"
+        )
+    return f"Classify the input. Answer with the label only.\n\nInput: {values['input']}\n\nLabel:"
+
+
+def _default_qa(values: Mapping[str, str]) -> str:
+    context = f"Context: {values['context']}\n\n" if values["context"] else ""
+    return (
+        "Answer the question with a short answer and nothing else.\n\n"
+        f"{context}Question: {values['question']}\n\nAnswer:"
+    )
+
+
+def _default_ner(values: Mapping[str, str]) -> str:
+    return (
+        "Extract the named entities from the text. Reply with a JSON list of objects "
+        'with the keys "text" and "type", and nothing else.\n\n'
+        f"Text: {values['text']}\n\nEntities:"
+    )
+
+
+def _default_summarization(values: Mapping[str, str]) -> str:
+    return (
+        f"Summarize the document in a few sentences.\n\nDocument:\n{values['document']}\n\nSummary:"
+    )
+
+
+def _default_generation(values: Mapping[str, str]) -> str:
+    return values["input"]
+
+
+DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
+    TaskType.CLASSIFICATION: _default_classification,
+    TaskType.QA: _default_qa,
+    TaskType.NER: _default_ner,
+    TaskType.SUMMARIZATION: _default_summarization,
+    TaskType.GENERATION: _default_generation,
+}
+
+
+def validate_template(task_type: TaskType, template: str) -> None:
+    """Reject unknown placeholders and stray braces before anything is stored."""
+    allowed = PLACEHOLDERS[task_type]
+    for match in _PLACEHOLDER.finditer(template):
+        token, name = match.group(0), match.group(1)
+        if token in ("{{", "}}"):
+            continue
+        if name is None:
+            raise DatasetInvalid(
+                ErrorReason.DATASET_HEADER_INVALID,
+                f"prompt_template: unmatched {token!r} at offset {match.start()} "
+                "(write {{ or }} for a literal brace)",
+                metadata={"field": "prompt_template", "offset": match.start()},
+            )
+        if name not in allowed:
+            raise DatasetInvalid(
+                ErrorReason.DATASET_HEADER_INVALID,
+                f"prompt_template: unknown placeholder {{{name}}} for {task_type.value} "
+                f"(allowed: {', '.join(sorted(allowed))})",
+                metadata={"field": "prompt_template", "placeholder": name},
+            )
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    def substitute(match: re.Match[str]) -> str:
+        token, name = match.group(0), match.group(1)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        return values.get(name, "") if name else token
+
+    return _PLACEHOLDER.sub(substitute, template)
+
+
+def render_prompt(
+    task_type: TaskType, fields: Mapping[str, Any], template: str | None = None
+) -> tuple[ChatMessage, ...]:
+    """The chat messages for one record: the dataset's template, or the task's default."""
+    values = _values(task_type, fields)
+    text = DEFAULT_TEMPLATES[task_type](values) if template is None else _fill(template, values)
+    return (ChatMessage(role="user", content=text),)
+
+
+def prompt_text(messages: Sequence[ChatMessage]) -> str:
+    """The messages as one readable string, for sample rows and worst examples."""
+    if len(messages) == 1:
+        return messages[0].content
+    return "\n\n".join(f"[{message.role}] {message.content}" for message in messages)
+
+
+def template_sha256(task_type: TaskType, template: str | None) -> str:
+    """Identifies the prompt a result was produced with (provenance)."""
+    if template is None:
+        source = f"default:{task_type.value}:v1"
+    else:
+        source = json.dumps({"task_type": task_type.value, "template": template})
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()

@@ -1,0 +1,121 @@
+"""Record schemas, one pydantic model per task type.
+
+Every record may carry an ``id`` (string or integer; unique within the dataset; the
+line number otherwise) and a ``metadata`` object. Unknown fields are rejected so that
+a typo (``lable``) fails the upload instead of silently dropping the gold data.
+"""
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+
+from evald_server.datasets._numbers import reference_number
+from evald_server.domain import TaskType
+
+NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+_BIO_TAG = re.compile(r"^(O|[BI]-\S+)$")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: StrictStr | StrictInt | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ClassificationRecord(_Record):
+    input: NonEmpty
+    label: NonEmpty
+    choices: Annotated[list[NonEmpty], Field(min_length=2)] | None = None
+
+    @model_validator(mode="after")
+    def _label_in_choices(self) -> "ClassificationRecord":
+        if self.choices is not None:
+            if len(set(self.choices)) != len(self.choices):
+                raise ValueError("choices: must be unique")
+            if self.label not in self.choices:
+                raise ValueError(f"label: {self.label!r} is not one of choices")
+        return self
+
+
+class QaRecord(_Record):
+    question: NonEmpty
+    context: StrictStr | None = None
+    answers: Annotated[list[NonEmpty], Field(min_length=1)]
+
+
+class Entity(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: NonEmpty
+    type: NonEmpty
+
+
+class NerRecord(_Record):
+    text: StrictStr | None = None
+    entities: list[Entity] | None = None
+    tokens: list[StrictStr] | None = None
+    tags: list[StrictStr] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "NerRecord":
+        span_form = self.text is not None or self.entities is not None
+        bio_form = self.tokens is not None or self.tags is not None
+        if span_form and bio_form:
+            raise ValueError("use either text + entities or tokens + tags, not both")
+        if span_form:
+            if self.text is None or self.entities is None:
+                raise ValueError(
+                    f"{'entities' if self.text is not None else 'text'}: Field required"
+                )
+            for index, entity in enumerate(self.entities):
+                if entity.text not in self.text:
+                    raise ValueError(
+                        f"entities[{index}].text: {entity.text!r} does not occur in text"
+                    )
+            return self
+        if self.tokens is None or self.tags is None:
+            missing = "tags" if self.tokens is not None else "tokens" if bio_form else "text"
+            raise ValueError(f"{missing}: Field required")
+        if not self.tokens:
+            raise ValueError("tokens: must not be empty")
+        if len(self.tokens) != len(self.tags):
+            raise ValueError(
+                f"tags: {len(self.tags)} tags for {len(self.tokens)} tokens (must be equal)"
+            )
+        for index, tag in enumerate(self.tags):
+            if not _BIO_TAG.match(tag):
+                raise ValueError(f"tags[{index}]: {tag!r} is not a BIO tag (O, B-TYPE, I-TYPE)")
+        return self
+
+
+class SummarizationRecord(_Record):
+    document: NonEmpty
+    summary: NonEmpty
+
+
+class GenerationRecord(_Record):
+    input: NonEmpty
+    reference: NonEmpty
+    match: Literal["exact", "contains", "regex", "numeric"] = "exact"
+
+    @model_validator(mode="after")
+    def _reference_fits_match(self) -> "GenerationRecord":
+        if self.match == "regex":
+            try:
+                re.compile(self.reference)
+            except re.error as exc:
+                raise ValueError(f"reference: invalid regex: {exc}") from exc
+        if self.match == "numeric" and reference_number(self.reference) is None:
+            raise ValueError("reference: no number found for match 'numeric'")
+        return self
+
+
+RECORD_MODELS: dict[TaskType, type[_Record]] = {
+    TaskType.CLASSIFICATION: ClassificationRecord,
+    TaskType.QA: QaRecord,
+    TaskType.NER: NerRecord,
+    TaskType.SUMMARIZATION: SummarizationRecord,
+    TaskType.GENERATION: GenerationRecord,
+}

@@ -1,0 +1,69 @@
+"""The gold side of a record as text: what a sample row shows as "expected", and what
+the simulated provider answers when it is "right" (or, plausibly, when it is wrong)."""
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from evald_server.datasets._bio import bio_entities
+from evald_server.datasets._numbers import reference_number
+from evald_server.domain import TaskType
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def gold_entities(fields: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Gold entities of an NER record in either form (spans, or BIO tokens + tags)."""
+    if "entities" in fields:
+        return [{"text": e["text"], "type": e["type"]} for e in fields["entities"]]
+    return bio_entities(fields["tokens"], fields["tags"])
+
+
+def expected_text(task_type: TaskType, fields: Mapping[str, Any]) -> str:
+    """The gold answer as one string (all acceptable answers for QA, joined by `` | ``)."""
+    if task_type is TaskType.CLASSIFICATION:
+        return str(fields["label"])
+    if task_type is TaskType.QA:
+        return " | ".join(fields["answers"])
+    if task_type is TaskType.NER:
+        return json.dumps(gold_entities(fields), ensure_ascii=False)
+    if task_type is TaskType.SUMMARIZATION:
+        return str(fields["summary"])
+    return str(fields["reference"])
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if value.is_integer() else f"{value:g}"
+
+
+def simulator_reference(task_type: TaskType, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """What the simulator answers: ``{"expected": perfect, "distractors": plausible wrong}``."""
+    if task_type is TaskType.CLASSIFICATION:
+        label = str(fields["label"])
+        others = [c for c in fields.get("choices", []) if c != label]
+        return {"expected": label, "distractors": others or [f"not {label}"]}
+    if task_type is TaskType.QA:
+        answer = fields["answers"][0]
+        context_words = str(fields.get("context", "")).split()
+        wrong = " ".join(w for w in context_words[:4] if w not in answer) or "I don't know"
+        return {"expected": answer, "distractors": [wrong]}
+    if task_type is TaskType.NER:
+        entities = gold_entities(fields)
+        distractors = [
+            json.dumps(entities[1:]),
+            json.dumps([{**e, "type": "MISC"} for e in entities]),
+        ]
+        return {"expected": json.dumps(entities, ensure_ascii=False), "distractors": distractors}
+    if task_type is TaskType.SUMMARIZATION:
+        lead = " ".join(_SENTENCE_END.split(str(fields["document"]))[:2])
+        return {"expected": fields["summary"], "distractors": [lead]}
+    reference = str(fields["reference"])
+    if fields.get("match") == "numeric":
+        number = reference_number(reference)
+        assert number is not None  # validated at upload
+        return {"expected": _number_text(number), "distractors": [_number_text(number + 1)]}
+    if fields.get("match") == "regex":
+        # A regex reference has no canonical answer text; the simulator cannot be "right".
+        return {"expected": reference, "distractors": ["no match"]}
+    return {"expected": reference, "distractors": [" ".join(reversed(reference.split())) + "?"]}
