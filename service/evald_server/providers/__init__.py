@@ -1,0 +1,52 @@
+"""Model providers: the port the engine calls, and its two adapters.
+
+``build_provider`` turns one ``[[models]]`` entry into a ``Provider``:
+
+* ``openai``: any OpenAI-compatible ``/v1/chat/completions`` server over aiohttp;
+* ``simulated``: a deterministic simulator for the demo and load tests.
+
+Failures are ``ProviderFailure`` carrying a ``RetryDecision`` (see
+``classify_status`` for the table).
+"""
+
+from evald_server.config import ModelConfig
+from evald_server.providers._base import (
+    ChatMessage,
+    Completion,
+    Provider,
+    ProviderFailure,
+    ProviderRequest,
+    RetryDecision,
+    RetryKind,
+)
+from evald_server.providers._openai import OpenAIProvider
+from evald_server.providers._openai_wire import chat_url
+from evald_server.providers._retry_classification import classify_status, parse_retry_after
+from evald_server.providers._simulated import SimulatedProvider
+
+__all__ = [
+    "ChatMessage",
+    "Completion",
+    "OpenAIProvider",
+    "Provider",
+    "ProviderFailure",
+    "ProviderRequest",
+    "RetryDecision",
+    "RetryKind",
+    "SimulatedProvider",
+    "build_provider",
+    "chat_url",
+    "classify_status",
+    "parse_retry_after",
+]
+
+
+def build_provider(model: ModelConfig, *, pool_size: int | None = None) -> Provider:
+    """The provider for ``model``; ``pool_size`` (connections) defaults to its max_concurrency.
+
+    Raises ``ConfigError`` when the model's ``api_key_env`` names an unset variable.
+    """
+    if model.provider == "openai":
+        size = model.max_concurrency if pool_size is None else pool_size
+        return OpenAIProvider(model, pool_size=size)
+    return SimulatedProvider(model)

@@ -1,0 +1,209 @@
+"""The ``openai`` provider: any OpenAI-compatible ``/v1/chat/completions`` server.
+
+Built on aiohttp because the HTTP client is on the hot path: on these 2-core machines
+aiohttp sustains thousands of requests per second where httpx's default transport
+tops out near 130 (``python -m bench.bench_provider``). One ``ClientSession`` per
+provider, a keep-alive pool of ``pool_size`` connections, never a session per request.
+
+Every foreign error (aiohttp, JSON, asyncio timeouts, OS errors) is translated here
+into ``ProviderFailure`` and chained. The API key is read once from the environment
+variable the model names; it is sent as ``Authorization: Bearer`` and nowhere else:
+not in ``repr``, log records, exception messages or error metadata (provider error
+bodies are scrubbed of it too, in case a gateway echoes it).
+"""
+
+import logging
+import os
+import time
+
+import aiohttp
+
+from evald_server.config import ConfigError, ModelConfig
+from evald_server.providers._base import Completion, ProviderFailure, ProviderRequest
+from evald_server.providers._openai_wire import (
+    MalformedResponse,
+    ParsedCompletion,
+    StreamAccumulator,
+    chat_url,
+    error_detail,
+    parse_completion,
+    request_body,
+)
+from evald_server.providers._retry_classification import (
+    bad_response_failure,
+    connection_failure,
+    status_failure,
+    timeout_failure,
+)
+
+_log = logging.getLogger(__name__)
+
+_REDACTED = "<redacted>"
+
+
+class _Secret:
+    """Holds the API key so that no ``repr``/``str``/``vars`` dump can show it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return _REDACTED
+
+    __str__ = __repr__
+
+
+class OpenAIProvider:
+    """Calls ``POST {base_url}/v1/chat/completions`` (see ``chat_url`` for the URL rule).
+
+    The session is created lazily on the first call, inside the running event loop
+    (aiohttp binds it to that loop). Cancelling a ``complete`` call closes its
+    connection, so the server sees the request aborted at once.
+    """
+
+    def __init__(self, model: ModelConfig, *, pool_size: int) -> None:
+        if model.base_url is None:  # ModelConfig already enforces this for "openai"
+            raise ConfigError(f"models[{model.id}].base_url: required for provider 'openai'")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        self._model_id = model.id
+        self._model_name = model.provider_model
+        self._url = chat_url(model.base_url)
+        self._pool_size = pool_size
+        self._timeout_s = model.timeout_s
+        self._stream = model.stream
+        self._key = _read_key(model)
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIProvider(model_id={self._model_id!r}, url={self._url!r}, "
+            f"pool_size={self._pool_size}, stream={self._stream})"
+        )
+
+    @property
+    def url(self) -> str:
+        """The chat-completions endpoint this provider posts to."""
+        return self._url
+
+    async def complete(self, request: ProviderRequest) -> Completion:
+        session = self._session_or_create()
+        body = request_body(self._model_name, request, stream=self._stream)
+        headers = {"Content-Type": "application/json", "X-Evald-Subtask": request.request_key}
+        started = time.perf_counter()
+        try:
+            response = await session.post(
+                self._url, data=body, headers=headers, allow_redirects=False
+            )
+            try:
+                return await self._read(response, started)
+            except BaseException:
+                # A half-read or cancelled answer must not go back to the pool: closing the
+                # connection is what tells the server the request was abandoned.
+                response.close()
+                raise
+            finally:
+                response.release()
+        except ProviderFailure as exc:
+            _log.debug("model %s: %s", self._model_id, exc.message)
+            raise
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            translated = self._translate(exc, time.perf_counter() - started)
+            _log.debug("model %s: %s", self._model_id, translated.message)
+            raise translated from exc
+
+    async def aclose(self) -> None:
+        """Close the pool; calls still in flight fail with a connection error."""
+        self._closed = True
+        if self._session is not None:
+            await self._session.close()
+
+    def _session_or_create(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError(f"provider for model {self._model_id!r} is closed")
+        if self._session is None:
+            headers = {"Accept": "application/json"}
+            if self._key is not None:
+                headers["Authorization"] = f"Bearer {self._key.reveal()}"
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0),
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+                headers=headers,
+                trust_env=False,  # the operator's config, not the process env, says where to go
+            )
+        return self._session
+
+    async def _read(self, response: aiohttp.ClientResponse, started: float) -> Completion:
+        if response.status == 200 and self._stream:
+            return await self._read_stream(response, started)
+        raw = await response.read()
+        latency_s = time.perf_counter() - started
+        if response.status != 200:
+            detail = self._scrub(error_detail(raw))
+            raise status_failure(response.status, response.headers, detail, latency_s=latency_s)
+        try:
+            parsed = parse_completion(raw)
+        except MalformedResponse as exc:
+            raise bad_response_failure(str(exc), http_status=200, latency_s=latency_s) from exc
+        return _completion(parsed, latency_s, None)
+
+    async def _read_stream(self, response: aiohttp.ClientResponse, started: float) -> Completion:
+        stream = StreamAccumulator()
+        ttft_s: float | None = None
+        try:
+            async for line in response.content:
+                if stream.feed(line) and ttft_s is None:
+                    ttft_s = time.perf_counter() - started
+                if stream.done:
+                    break
+            parsed = stream.result()
+        except (MalformedResponse, ValueError) as exc:  # ValueError: an SSE line too long
+            raise bad_response_failure(
+                self._scrub(str(exc)), http_status=200, latency_s=time.perf_counter() - started
+            ) from exc
+        return _completion(parsed, time.perf_counter() - started, ttft_s)
+
+    def _translate(self, exc: BaseException, latency_s: float) -> ProviderFailure:
+        if isinstance(exc, TimeoutError):  # asyncio's total timeout and aiohttp's socket ones
+            return timeout_failure(self._timeout_s, latency_s=latency_s)
+        if isinstance(exc, aiohttp.ClientResponseError):
+            return bad_response_failure(self._describe(exc), latency_s=latency_s)
+        # ClientConnectionError, ClientPayloadError (body cut short), OSError, the rest.
+        return connection_failure(self._describe(exc), latency_s=latency_s)
+
+    def _describe(self, exc: BaseException) -> str:
+        text = " ".join(str(exc).split())[:200]
+        return self._scrub(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+    def _scrub(self, text: str) -> str:
+        if self._key is not None:
+            text = text.replace(self._key.reveal(), _REDACTED)
+        return text
+
+
+def _read_key(model: ModelConfig) -> _Secret | None:
+    if model.api_key_env is None:
+        return None  # a local server (vLLM, llama.cpp) often needs no key
+    value = os.environ.get(model.api_key_env, "")
+    if not value.strip():
+        raise ConfigError(
+            f"models[{model.id}].api_key_env: environment variable "
+            f"{model.api_key_env!r} is not set or empty"
+        )
+    return _Secret(value.strip())
+
+
+def _completion(parsed: ParsedCompletion, latency_s: float, ttft_s: float | None) -> Completion:
+    return Completion(
+        text=parsed.text,
+        latency_s=latency_s,
+        ttft_s=ttft_s,
+        prompt_tokens=parsed.prompt_tokens,
+        completion_tokens=parsed.completion_tokens,
+    )
