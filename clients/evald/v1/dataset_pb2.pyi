@@ -1,0 +1,55 @@
+import datetime
+
+from evald.v1 import enums_pb2 as _enums_pb2
+from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Dataset(_message.Message):
+    __slots__ = ("dataset_id", "name", "benchmark_version", "task_type", "record_count", "content_sha256", "prompt_template", "created_time", "size_bytes")
+    DATASET_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_TIME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    dataset_id: str
+    name: str
+    benchmark_version: str
+    task_type: _enums_pb2.TaskType
+    record_count: int
+    content_sha256: str
+    prompt_template: str
+    created_time: _timestamp_pb2.Timestamp
+    size_bytes: int
+    def __init__(self, dataset_id: _Optional[str] = ..., name: _Optional[str] = ..., benchmark_version: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., record_count: _Optional[int] = ..., content_sha256: _Optional[str] = ..., prompt_template: _Optional[str] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class DatasetRef(_message.Message):
+    __slots__ = ("name", "benchmark_version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    benchmark_version: str
+    def __init__(self, name: _Optional[str] = ..., benchmark_version: _Optional[str] = ...) -> None: ...
+
+class UploadDatasetHeader(_message.Message):
+    __slots__ = ("name", "benchmark_version", "task_type", "prompt_template", "request_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    benchmark_version: str
+    task_type: _enums_pb2.TaskType
+    prompt_template: str
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., benchmark_version: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., prompt_template: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...

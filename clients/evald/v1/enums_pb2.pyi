@@ -1,0 +1,86 @@
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from typing import ClassVar as _ClassVar
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TaskType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_TYPE_UNSPECIFIED: _ClassVar[TaskType]
+    TASK_TYPE_CLASSIFICATION: _ClassVar[TaskType]
+    TASK_TYPE_QA: _ClassVar[TaskType]
+    TASK_TYPE_NER: _ClassVar[TaskType]
+    TASK_TYPE_SUMMARIZATION: _ClassVar[TaskType]
+    TASK_TYPE_GENERATION: _ClassVar[TaskType]
+
+class SubtaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SUBTASK_STATE_UNSPECIFIED: _ClassVar[SubtaskState]
+    SUBTASK_STATE_PENDING: _ClassVar[SubtaskState]
+    SUBTASK_STATE_RUNNING: _ClassVar[SubtaskState]
+    SUBTASK_STATE_SUCCEEDED: _ClassVar[SubtaskState]
+    SUBTASK_STATE_FAILED: _ClassVar[SubtaskState]
+    SUBTASK_STATE_FAILED_PERMANENT: _ClassVar[SubtaskState]
+    SUBTASK_STATE_CANCELLED: _ClassVar[SubtaskState]
+
+class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[TaskState]
+    TASK_STATE_PENDING: _ClassVar[TaskState]
+    TASK_STATE_RUNNING: _ClassVar[TaskState]
+    TASK_STATE_SCORING: _ClassVar[TaskState]
+    TASK_STATE_SUCCEEDED: _ClassVar[TaskState]
+    TASK_STATE_PARTIAL: _ClassVar[TaskState]
+    TASK_STATE_FAILED: _ClassVar[TaskState]
+    TASK_STATE_CANCELLED: _ClassVar[TaskState]
+
+class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_STATE_UNSPECIFIED: _ClassVar[RunState]
+    RUN_STATE_PENDING: _ClassVar[RunState]
+    RUN_STATE_RUNNING: _ClassVar[RunState]
+    RUN_STATE_SUCCEEDED: _ClassVar[RunState]
+    RUN_STATE_PARTIAL: _ClassVar[RunState]
+    RUN_STATE_FAILED: _ClassVar[RunState]
+    RUN_STATE_CANCELLED: _ClassVar[RunState]
+
+class ResultStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESULT_STATUS_UNSPECIFIED: _ClassVar[ResultStatus]
+    RESULT_STATUS_SUCCESS: _ClassVar[ResultStatus]
+    RESULT_STATUS_PARTIAL_SUCCESS: _ClassVar[ResultStatus]
+    RESULT_STATUS_FAILED: _ClassVar[ResultStatus]
+    RESULT_STATUS_CANCELLED: _ClassVar[ResultStatus]
+TASK_TYPE_UNSPECIFIED: TaskType
+TASK_TYPE_CLASSIFICATION: TaskType
+TASK_TYPE_QA: TaskType
+TASK_TYPE_NER: TaskType
+TASK_TYPE_SUMMARIZATION: TaskType
+TASK_TYPE_GENERATION: TaskType
+SUBTASK_STATE_UNSPECIFIED: SubtaskState
+SUBTASK_STATE_PENDING: SubtaskState
+SUBTASK_STATE_RUNNING: SubtaskState
+SUBTASK_STATE_SUCCEEDED: SubtaskState
+SUBTASK_STATE_FAILED: SubtaskState
+SUBTASK_STATE_FAILED_PERMANENT: SubtaskState
+SUBTASK_STATE_CANCELLED: SubtaskState
+TASK_STATE_UNSPECIFIED: TaskState
+TASK_STATE_PENDING: TaskState
+TASK_STATE_RUNNING: TaskState
+TASK_STATE_SCORING: TaskState
+TASK_STATE_SUCCEEDED: TaskState
+TASK_STATE_PARTIAL: TaskState
+TASK_STATE_FAILED: TaskState
+TASK_STATE_CANCELLED: TaskState
+RUN_STATE_UNSPECIFIED: RunState
+RUN_STATE_PENDING: RunState
+RUN_STATE_RUNNING: RunState
+RUN_STATE_SUCCEEDED: RunState
+RUN_STATE_PARTIAL: RunState
+RUN_STATE_FAILED: RunState
+RUN_STATE_CANCELLED: RunState
+RESULT_STATUS_UNSPECIFIED: ResultStatus
+RESULT_STATUS_SUCCESS: ResultStatus
+RESULT_STATUS_PARTIAL_SUCCESS: ResultStatus
+RESULT_STATUS_FAILED: ResultStatus
+RESULT_STATUS_CANCELLED: ResultStatus

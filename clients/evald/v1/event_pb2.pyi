@@ -1,0 +1,85 @@
+import datetime
+
+from evald.v1 import enums_pb2 as _enums_pb2
+from evald.v1 import errors_pb2 as _errors_pb2
+from evald.v1 import result_pb2 as _result_pb2
+from evald.v1 import run_pb2 as _run_pb2
+from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RunEvent(_message.Message):
+    __slots__ = ("seq", "event_time", "run_id", "state_changed", "progress", "task_scored", "sample_failed", "heartbeat")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TASK_SCORED_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_FAILED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    event_time: _timestamp_pb2.Timestamp
+    run_id: str
+    state_changed: RunStateChanged
+    progress: ProgressSnapshot
+    task_scored: TaskScored
+    sample_failed: SampleFailed
+    heartbeat: Heartbeat
+    def __init__(self, seq: _Optional[int] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., state_changed: _Optional[_Union[RunStateChanged, _Mapping]] = ..., progress: _Optional[_Union[ProgressSnapshot, _Mapping]] = ..., task_scored: _Optional[_Union[TaskScored, _Mapping]] = ..., sample_failed: _Optional[_Union[SampleFailed, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class RunStateChanged(_message.Message):
+    __slots__ = ("state", "previous")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    state: _enums_pb2.RunState
+    previous: _enums_pb2.RunState
+    def __init__(self, state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., previous: _Optional[_Union[_enums_pb2.RunState, str]] = ...) -> None: ...
+
+class ProgressSnapshot(_message.Message):
+    __slots__ = ("progress", "throughput_per_s", "eta", "completed_since_last")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
+    ETA_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_SINCE_LAST_FIELD_NUMBER: _ClassVar[int]
+    progress: _run_pb2.RunProgress
+    throughput_per_s: float
+    eta: _duration_pb2.Duration
+    completed_since_last: int
+    def __init__(self, progress: _Optional[_Union[_run_pb2.RunProgress, _Mapping]] = ..., throughput_per_s: _Optional[float] = ..., eta: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., completed_since_last: _Optional[int] = ...) -> None: ...
+
+class TaskScored(_message.Message):
+    __slots__ = ("result",)
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: _result_pb2.TaskEvaluationResult
+    def __init__(self, result: _Optional[_Union[_result_pb2.TaskEvaluationResult, _Mapping]] = ...) -> None: ...
+
+class SampleFailed(_message.Message):
+    __slots__ = ("task_id", "subtask_id", "record_id", "repeat_index", "error", "attempts", "model_id")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    subtask_id: str
+    record_id: str
+    repeat_index: int
+    error: _errors_pb2.EvalError
+    attempts: int
+    model_id: str
+    def __init__(self, task_id: _Optional[str] = ..., subtask_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., attempts: _Optional[int] = ..., model_id: _Optional[str] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("current_seq",)
+    CURRENT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    current_seq: int
+    def __init__(self, current_seq: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,151 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WorstExample(_message.Message):
+    __slots__ = ("record_id", "repeat_index", "input", "expected", "output", "score", "note", "truncated")
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    record_id: str
+    repeat_index: int
+    input: str
+    expected: str
+    output: str
+    score: float
+    note: str
+    truncated: bool
+    def __init__(self, record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., score: _Optional[float] = ..., note: _Optional[str] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class ClassificationPayload(_message.Message):
+    __slots__ = ("labels", "confusion_matrix", "per_class", "unmapped_outputs", "worst_examples")
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CONFUSION_MATRIX_FIELD_NUMBER: _ClassVar[int]
+    PER_CLASS_FIELD_NUMBER: _ClassVar[int]
+    UNMAPPED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    confusion_matrix: ConfusionMatrix
+    per_class: _containers.RepeatedCompositeFieldContainer[ClassMetrics]
+    unmapped_outputs: int
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, labels: _Optional[_Iterable[str]] = ..., confusion_matrix: _Optional[_Union[ConfusionMatrix, _Mapping]] = ..., per_class: _Optional[_Iterable[_Union[ClassMetrics, _Mapping]]] = ..., unmapped_outputs: _Optional[int] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class ConfusionMatrix(_message.Message):
+    __slots__ = ("labels", "rows")
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    rows: _containers.RepeatedCompositeFieldContainer[ConfusionMatrixRow]
+    def __init__(self, labels: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[ConfusionMatrixRow, _Mapping]]] = ...) -> None: ...
+
+class ConfusionMatrixRow(_message.Message):
+    __slots__ = ("counts", "unmapped")
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    UNMAPPED_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    unmapped: int
+    def __init__(self, counts: _Optional[_Iterable[int]] = ..., unmapped: _Optional[int] = ...) -> None: ...
+
+class ClassMetrics(_message.Message):
+    __slots__ = ("label", "precision", "recall", "f1", "support")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
+    F1_FIELD_NUMBER: _ClassVar[int]
+    SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+    def __init__(self, label: _Optional[str] = ..., precision: _Optional[float] = ..., recall: _Optional[float] = ..., f1: _Optional[float] = ..., support: _Optional[int] = ...) -> None: ...
+
+class QaPayload(_message.Message):
+    __slots__ = ("exact_match", "f1", "answered", "no_answer_outputs", "worst_examples")
+    EXACT_MATCH_FIELD_NUMBER: _ClassVar[int]
+    F1_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_FIELD_NUMBER: _ClassVar[int]
+    NO_ANSWER_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    exact_match: float
+    f1: float
+    answered: int
+    no_answer_outputs: int
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, exact_match: _Optional[float] = ..., f1: _Optional[float] = ..., answered: _Optional[int] = ..., no_answer_outputs: _Optional[int] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class NerPayload(_message.Message):
+    __slots__ = ("per_type", "unparseable_outputs", "worst_examples")
+    PER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    UNPARSEABLE_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    per_type: _containers.RepeatedCompositeFieldContainer[EntityTypeMetrics]
+    unparseable_outputs: int
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, per_type: _Optional[_Iterable[_Union[EntityTypeMetrics, _Mapping]]] = ..., unparseable_outputs: _Optional[int] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class EntityTypeMetrics(_message.Message):
+    __slots__ = ("entity_type", "precision", "recall", "f1", "support", "predicted")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
+    F1_FIELD_NUMBER: _ClassVar[int]
+    SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+    predicted: int
+    def __init__(self, entity_type: _Optional[str] = ..., precision: _Optional[float] = ..., recall: _Optional[float] = ..., f1: _Optional[float] = ..., support: _Optional[int] = ..., predicted: _Optional[int] = ...) -> None: ...
+
+class SummarizationPayload(_message.Message):
+    __slots__ = ("rouge", "stemming", "worst_examples")
+    ROUGE_FIELD_NUMBER: _ClassVar[int]
+    STEMMING_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    rouge: _containers.RepeatedCompositeFieldContainer[RougeScore]
+    stemming: bool
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, rouge: _Optional[_Iterable[_Union[RougeScore, _Mapping]]] = ..., stemming: _Optional[bool] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class RougeScore(_message.Message):
+    __slots__ = ("rouge_type", "precision", "recall", "fmeasure")
+    ROUGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
+    FMEASURE_FIELD_NUMBER: _ClassVar[int]
+    rouge_type: str
+    precision: float
+    recall: float
+    fmeasure: float
+    def __init__(self, rouge_type: _Optional[str] = ..., precision: _Optional[float] = ..., recall: _Optional[float] = ..., fmeasure: _Optional[float] = ...) -> None: ...
+
+class GenerationPayload(_message.Message):
+    __slots__ = ("match_modes", "worst_examples")
+    MATCH_MODES_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    match_modes: _containers.RepeatedCompositeFieldContainer[MatchModeStats]
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, match_modes: _Optional[_Iterable[_Union[MatchModeStats, _Mapping]]] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class MatchModeStats(_message.Message):
+    __slots__ = ("match_mode", "samples", "correct")
+    MATCH_MODE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    CORRECT_FIELD_NUMBER: _ClassVar[int]
+    match_mode: str
+    samples: int
+    correct: int
+    def __init__(self, match_mode: _Optional[str] = ..., samples: _Optional[int] = ..., correct: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,62 @@
+import datetime
+
+from evald.v1 import enums_pb2 as _enums_pb2
+from evald.v1 import errors_pb2 as _errors_pb2
+from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Sample(_message.Message):
+    __slots__ = ("subtask_id", "task_id", "model_id", "record_id", "repeat_index", "state", "input", "expected", "output", "scores", "flags", "attempts", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "first_error", "last_error", "finished_time")
+    class ScoresEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    SUBTASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_TIME_FIELD_NUMBER: _ClassVar[int]
+    subtask_id: str
+    task_id: str
+    model_id: str
+    record_id: str
+    repeat_index: int
+    state: _enums_pb2.SubtaskState
+    input: str
+    expected: str
+    output: str
+    scores: _containers.ScalarMap[str, float]
+    flags: _containers.RepeatedScalarFieldContainer[str]
+    attempts: int
+    latency_ms: float
+    ttft_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    first_error: _errors_pb2.EvalError
+    last_error: _errors_pb2.EvalError
+    finished_time: _timestamp_pb2.Timestamp
+    def __init__(self, subtask_id: _Optional[str] = ..., task_id: _Optional[str] = ..., model_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., state: _Optional[_Union[_enums_pb2.SubtaskState, str]] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., first_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
