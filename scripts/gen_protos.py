@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTO_ROOT = ROOT / "proto"
-THIRD_PARTY_ROOT = ROOT / "third_party" / "googleapis"
-CLIENTS_ROOT = ROOT / "clients"
-# The generated package, relative to CLIENTS_ROOT (and to --out).
+# Relative to a workspace root (the repository, or a copy of it in a test).
+PROTO_DIR = Path("proto")
+THIRD_PARTY_DIR = Path("third_party") / "googleapis"
+CLIENTS_DIR = Path("clients")
+# The generated package, relative to clients/ (or to --out).
 PACKAGE = Path("evald")
 PROTO_PACKAGE_DIR = Path("evald") / "v1"
 
@@ -35,7 +36,7 @@ class GenerationError(Exception):
     """protoc failed, or proto/ holds nothing to generate."""
 
 
-def proto_files(proto_root: Path = PROTO_ROOT) -> list[str]:
+def proto_files(proto_root: Path) -> list[str]:
     """The .proto files of evald.v1, relative to ``proto_root``, sorted."""
     files = sorted(
         path.relative_to(proto_root).as_posix()
@@ -46,8 +47,8 @@ def proto_files(proto_root: Path = PROTO_ROOT) -> list[str]:
     return files
 
 
-def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
-    """Write the generated package under ``out_root/evald``; return the files, sorted.
+def generate(out_root: Path, root: Path = ROOT) -> list[Path]:
+    """Generate from ``root``'s protos into ``out_root/evald``; return the files, sorted.
 
     ``out_root/evald`` is replaced wholesale so that files of deleted protos disappear.
     """
@@ -56,9 +57,10 @@ def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="evald-gen-") as scratch:
         staging = Path(scratch)
         well_known = resources.files("grpc_tools") / "_proto"
+        proto_root = root / PROTO_DIR
         include = [
             f"--proto_path={proto_root}",
-            f"--proto_path={THIRD_PARTY_ROOT}",
+            f"--proto_path={root / THIRD_PARTY_DIR}",
             f"--proto_path={well_known}",
         ]
         files = proto_files(proto_root)
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=CLIENTS_ROOT,
+        default=ROOT / CLIENTS_DIR,
         help="directory that receives the evald/ package (default: clients/)",
     )
     args = parser.parse_args(argv)
