@@ -1,0 +1,235 @@
+"""What the fake provider does with each request: behaviours, fault mix, latency.
+
+A ``Behaviour`` is one way of answering (success, an HTTP error, a hang, a reset, a
+malformed body). ``FakeConfig`` says which behaviour a request gets, in this order:
+
+1. ``per_key[K][i]``: the i-th request (0-based) carrying ``X-Evald-Subtask: K``;
+2. ``sequence[n]``: the n-th request (0-based) the fake receives;
+3. otherwise a draw from the ``faults`` mix (rates), else success.
+
+Random draws hash ``(seed, key or arrival number, attempt)`` with blake2b, so a given
+subtask's k-th attempt meets the same fate whatever order requests arrive in.
+Everything here converts to and from JSON for the control API (``POST /_fake/config``).
+"""
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from statistics import NormalDist
+from typing import Any
+
+_UNIT = NormalDist()
+_TWO_64 = float(1 << 64)
+
+
+class Kind(StrEnum):
+    OK = "ok"
+    STATUS = "status"  # an HTTP error status with an OpenAI-style error body
+    HANG = "hang"  # no answer for ``hang_s`` (or until the client goes away)
+    RESET = "reset"  # the connection is closed abruptly (RST), no response
+    MALFORMED = "malformed"  # HTTP 200 with a truncated JSON body (or SSE chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """One way to answer a request; build it with the class methods."""
+
+    kind: Kind = Kind.OK
+    status: int = 200
+    retry_after_s: float | None = None  # sent as ``Retry-After: <seconds>``
+    retry_after_ms: float | None = None  # sent as ``retry-after-ms``
+    retry_after_http_date: bool = False  # send ``retry_after_s`` as an HTTP-date instead
+    latency_ms: float | None = None  # overrides the configured latency distribution
+    answer: str | None = None  # overrides the answer policy (OK only)
+
+    @classmethod
+    def ok(cls, *, answer: str | None = None, latency_ms: float | None = None) -> "Behaviour":
+        return cls(Kind.OK, answer=answer, latency_ms=latency_ms)
+
+    @classmethod
+    def error(
+        cls,
+        status: int,
+        *,
+        retry_after_s: float | None = None,
+        retry_after_ms: float | None = None,
+        retry_after_http_date: bool = False,
+    ) -> "Behaviour":
+        if not 400 <= status <= 599:
+            raise ValueError(f"error status must be 4xx or 5xx, got {status}")
+        return cls(
+            Kind.STATUS,
+            status=status,
+            retry_after_s=retry_after_s,
+            retry_after_ms=retry_after_ms,
+            retry_after_http_date=retry_after_http_date,
+        )
+
+    @classmethod
+    def rate_limited(
+        cls,
+        *,
+        retry_after_s: float | None = None,
+        retry_after_ms: float | None = None,
+        retry_after_http_date: bool = False,
+    ) -> "Behaviour":
+        return cls.error(
+            429,
+            retry_after_s=retry_after_s,
+            retry_after_ms=retry_after_ms,
+            retry_after_http_date=retry_after_http_date,
+        )
+
+    @classmethod
+    def hang(cls) -> "Behaviour":
+        return cls(Kind.HANG)
+
+    @classmethod
+    def reset(cls) -> "Behaviour":
+        return cls(Kind.RESET)
+
+    @classmethod
+    def malformed(cls) -> "Behaviour":
+        return cls(Kind.MALFORMED)
+
+    @property
+    def label(self) -> str:
+        """The journal's outcome name: ``ok``, ``http_503``, ``hang``, ``reset``, ``malformed``."""
+        return f"http_{self.status}" if self.kind is Kind.STATUS else self.kind.value
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in _fields(self).items() if v != _DEFAULT_FIELDS[k]} | {
+            "kind": self.kind.value
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Behaviour":
+        unknown = set(data) - set(_DEFAULT_FIELDS)
+        if unknown:
+            raise ValueError(f"behaviour: unknown fields {sorted(unknown)}")
+        values = dict(data)
+        values["kind"] = Kind(values.get("kind", "ok"))
+        behaviour = cls(**values)
+        if behaviour.kind is Kind.STATUS:
+            cls.error(behaviour.status)  # validates the status range
+        return behaviour
+
+
+def _fields(behaviour: Behaviour) -> dict[str, Any]:
+    return {f.name: getattr(behaviour, f.name) for f in dataclasses.fields(behaviour)}
+
+
+_DEFAULT_FIELDS = _fields(Behaviour())
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRate:
+    """``behaviour`` is chosen for a share ``rate`` of the requests not scripted otherwise."""
+
+    behaviour: Behaviour
+    rate: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
+
+
+@dataclass(frozen=True, slots=True)
+class FakeConfig:
+    """How the fake behaves; replace it at any time with ``FakeProvider.configure``."""
+
+    latency_ms: float = 0.0  # the median (or the fixed value when latency_sigma is 0)
+    latency_sigma: float = 0.0  # log-normal shape
+    faults: tuple[FaultRate, ...] = ()
+    sequence: tuple[Behaviour, ...] = ()
+    per_key: Mapping[str, tuple[Behaviour, ...]] = field(default_factory=dict)
+    answers: Mapping[str, str] = field(default_factory=dict)  # X-Evald-Subtask key → answer
+    hang_s: float = 600.0
+    stream_chunk_ms: float = 0.0  # pause between SSE content chunks
+    api_key: str | None = None  # when set, requests need ``Authorization: Bearer <api_key>``
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.latency_ms < 0 or self.latency_sigma < 0 or self.hang_s < 0:
+            raise ValueError("latency_ms, latency_sigma and hang_s must be >= 0")
+        if sum(f.rate for f in self.faults) > 1.0 + 1e-9:
+            raise ValueError("fault rates add up to more than 1")
+
+    def choose(self, arrival: int, key: str | None, attempt: int) -> Behaviour:
+        """The behaviour for the ``arrival``-th request (0-based), ``attempt``-th of its key."""
+        if key is not None:
+            script = self.per_key.get(key)
+            if script is not None and attempt < len(script):
+                return script[attempt]
+        if arrival < len(self.sequence):
+            return self.sequence[arrival]
+        if self.faults:
+            u = self._uniform(arrival, key, attempt, "fault")
+            for fault in self.faults:
+                if u < fault.rate:
+                    return fault.behaviour
+                u -= fault.rate
+        return _OK
+
+    def latency_s(self, behaviour: Behaviour, arrival: int, key: str | None, attempt: int) -> float:
+        if behaviour.latency_ms is not None:
+            return behaviour.latency_ms / 1000.0
+        if self.latency_ms <= 0:
+            return 0.0
+        if self.latency_sigma <= 0:
+            return self.latency_ms / 1000.0
+        z = _UNIT.inv_cdf(self._uniform(arrival, key, attempt, "latency"))
+        return self.latency_ms / 1000.0 * math.exp(self.latency_sigma * z)
+
+    def _uniform(self, arrival: int, key: str | None, attempt: int, purpose: str) -> float:
+        who = f"k:{key}" if key is not None else f"n:{arrival}"
+        digest = hashlib.blake2b(
+            f"{self.seed}\x1f{who}\x1f{attempt}\x1f{purpose}".encode(), digest_size=8
+        ).digest()
+        return (int.from_bytes(digest, "big") + 0.5) / _TWO_64
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "latency_ms": self.latency_ms,
+            "latency_sigma": self.latency_sigma,
+            "faults": [{"rate": f.rate, "behaviour": f.behaviour.to_json()} for f in self.faults],
+            "sequence": [b.to_json() for b in self.sequence],
+            "per_key": {k: [b.to_json() for b in v] for k, v in self.per_key.items()},
+            "answers": dict(self.answers),
+            "hang_s": self.hang_s,
+            "stream_chunk_ms": self.stream_chunk_ms,
+            "api_key_set": self.api_key is not None,
+            "seed": self.seed,
+        }
+
+    def updated(self, data: Mapping[str, Any]) -> "FakeConfig":
+        """This config with the fields present in a JSON object replaced."""
+        allowed = {f.name for f in dataclasses.fields(self)}
+        unknown = set(data) - allowed
+        if unknown:
+            raise ValueError(f"config: unknown fields {sorted(unknown)}")
+        changes: dict[str, Any] = {}
+        for name, value in data.items():
+            if name == "faults":
+                changes[name] = tuple(
+                    FaultRate(Behaviour.from_json(f["behaviour"]), float(f["rate"])) for f in value
+                )
+            elif name == "sequence":
+                changes[name] = _behaviours(value)
+            elif name == "per_key":
+                changes[name] = {str(k): _behaviours(v) for k, v in value.items()}
+            elif name == "answers":
+                changes[name] = {str(k): str(v) for k, v in value.items()}
+            else:
+                changes[name] = value
+        return dataclasses.replace(self, **changes)
+
+
+def _behaviours(items: Sequence[Mapping[str, Any]]) -> tuple[Behaviour, ...]:
+    return tuple(Behaviour.from_json(item) for item in items)
+
+
+_OK = Behaviour()

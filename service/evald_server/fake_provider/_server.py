@@ -1,0 +1,334 @@
+"""``FakeProvider``: a real OpenAI-compatible HTTP server on 127.0.0.1, with faults.
+
+Serves ``POST /v1/chat/completions`` (JSON or SSE when the body sets ``stream``) plus a
+small control API for a fake running in another process:
+
+* ``GET /_fake/journal?since=N``: journal entries after arrival number N, and the
+  keys requested again after success;
+* ``GET /_fake/stats``: counters, peaks, process CPU per request, current config;
+* ``POST /_fake/config``: replace the config fields present in the JSON body;
+* ``POST /_fake/reset``: clear the journal and the CPU baseline.
+
+aiohttp.web runs with handler cancellation on, so a client that goes away cancels its
+handler at once: the journal records the disconnect and the in-flight count drops.
+The server speaks asyncio directly (aiohttp is asyncio-only).
+"""
+
+import asyncio
+import json
+import socket
+import struct
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from aiohttp import web
+
+from evald_server.config import ModelConfig
+from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, Kind
+from evald_server.fake_provider._journal import Journal, JournalEntry
+from evald_server.fake_provider._responses import (
+    MALFORMED_BODY,
+    MALFORMED_EVENT,
+    completion_body,
+    error_body,
+    retry_headers,
+    stream_events,
+    tokens,
+)
+
+_JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class FakeChatRequest:
+    """What an answer callable sees of a request."""
+
+    key: str | None
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+    body: Mapping[str, Any]
+
+    @property
+    def last_content(self) -> str:
+        return str(self.messages[-1].get("content", "")) if self.messages else ""
+
+
+AnswerFn = Callable[[FakeChatRequest], str]
+
+
+class FakeProvider:
+    """The fake server; ``async with FakeProvider(config) as fake:`` starts and stops it.
+
+    Answers, first match wins: ``Behaviour.answer``, ``config.answers[key]``, the
+    ``answer`` callable, else an echo of the last message's content (deterministic).
+    """
+
+    def __init__(
+        self,
+        config: FakeConfig | None = None,
+        *,
+        answer: AnswerFn | None = None,
+        port: int = 0,
+        max_journal_entries: int = 1_000_000,
+    ) -> None:
+        self._config = config or FakeConfig()
+        self._answer_fn = answer
+        self._port = port
+        self.journal = Journal(max_entries=max_journal_entries)
+        self._runner: web.AppRunner | None = None
+        self._base_url: str | None = None
+        self._cpu_base = time.process_time()
+        self._started_at = time.monotonic()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> str:
+        """Bind 127.0.0.1 (port 0 unless given) and return the base URL."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/_fake/journal", self._get_journal)
+        app.router.add_get("/_fake/stats", self._get_stats)
+        app.router.add_post("/_fake/config", self._post_config)
+        app.router.add_post("/_fake/reset", self._post_reset)
+        runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", self._port)
+        await site.start()
+        self._runner = runner
+        port = runner.addresses[0][1]
+        self._base_url = f"http://127.0.0.1:{port}"
+        self.reset()
+        return self._base_url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._base_url is None:
+            raise RuntimeError("the fake provider is not started")
+        return self._base_url
+
+    # -- configuration and inspection --------------------------------------------------
+
+    @property
+    def config(self) -> FakeConfig:
+        return self._config
+
+    def configure(self, config: FakeConfig | None = None, **changes: Any) -> FakeConfig:
+        """Replace the config (or some of its fields); requests already sleeping keep theirs."""
+        base = config or self._config
+        self._config = FakeConfig(**{**_config_fields(base), **changes})
+        return self._config
+
+    def script_key(self, key: str, *behaviours: Behaviour) -> None:
+        """The first ``len(behaviours)`` requests carrying ``key`` get these behaviours."""
+        self.configure(per_key={**self._config.per_key, key: behaviours})
+
+    def reset(self) -> None:
+        """Forget the journal and restart the CPU-per-request baseline."""
+        self.journal.reset()
+        self._cpu_base = time.process_time()
+        self._started_at = time.monotonic()
+
+    def stats(self) -> dict[str, Any]:
+        stats = self.journal.stats()
+        cpu_s = time.process_time() - self._cpu_base
+        stats["cpu_s"] = cpu_s
+        stats["cpu_per_request_us"] = cpu_s / stats["requests"] * 1e6 if stats["requests"] else None
+        stats["uptime_s"] = time.monotonic() - self._started_at
+        stats["config"] = self._config.to_json()
+        return stats
+
+    async def wait_until(
+        self, predicate: Callable[[Journal], bool], *, timeout_s: float = 5.0
+    ) -> None:
+        """Wait until ``predicate`` holds for the journal; ``TimeoutError`` after ``timeout_s``."""
+        with anyio.fail_after(timeout_s):
+            while not predicate(self.journal):
+                await self.journal.changed()
+
+    def model_config(self, model_id: str = "fake-model", **fields: Any) -> ModelConfig:
+        """An ``openai`` ``ModelConfig`` pointing at this fake."""
+        return ModelConfig(id=model_id, provider="openai", base_url=self.base_url, **fields)
+
+    # -- the chat endpoint -------------------------------------------------------------
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        key = request.headers.get("X-Evald-Subtask")
+        try:
+            chat, stream, include_usage = _parse_chat(await request.read(), key)
+        except ValueError as exc:
+            entry = self.journal.begin(key, None, stream=False)
+            self.journal.end(entry, "bad_request", 400)
+            return _error(400, f"invalid request: {exc}")
+        entry = self.journal.begin(key, chat.model, stream=stream)
+        config = self._config
+        behaviour = self._behaviour(request, config, entry)
+        try:
+            delay_s = config.hang_s if behaviour.kind is Kind.HANG else 0.0
+            delay_s += config.latency_s(behaviour, entry.seq - 1, key, entry.attempt)
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            if behaviour.kind is Kind.RESET:
+                self.journal.end(entry, "reset", None)
+                _reset(request)
+                await asyncio.sleep(config.hang_s)  # connection_lost cancels this at once
+                raise ConnectionResetError("reset by the fake")
+            response = await self._respond(
+                request, behaviour, config, chat, entry, stream, include_usage
+            )
+        except (asyncio.CancelledError, ConnectionResetError):
+            if entry.finished_at is None:
+                self.journal.disconnect(entry, behaviour.label)
+            raise
+        self.journal.end(entry, behaviour.label, response.status)
+        return response
+
+    def _behaviour(
+        self, request: web.Request, config: FakeConfig, entry: JournalEntry
+    ) -> Behaviour:
+        authorization = request.headers.get("Authorization")
+        if config.api_key is not None and authorization != f"Bearer {config.api_key}":
+            return Behaviour.error(401)
+        return config.choose(entry.seq - 1, entry.key, entry.attempt)
+
+    async def _respond(
+        self,
+        request: web.Request,
+        behaviour: Behaviour,
+        config: FakeConfig,
+        chat: FakeChatRequest,
+        entry: JournalEntry,
+        stream: bool,
+        include_usage: bool,
+    ) -> web.StreamResponse:
+        if behaviour.kind is Kind.STATUS:
+            headers = retry_headers(
+                behaviour.retry_after_s,
+                behaviour.retry_after_ms,
+                http_date=behaviour.retry_after_http_date,
+            )
+            return _error(behaviour.status, f"fake {behaviour.label}", headers)
+        if behaviour.kind is Kind.MALFORMED and not stream:
+            return web.Response(body=MALFORMED_BODY, content_type=_JSON)
+        text = self._answer(behaviour, config, chat)
+        prompt_tokens = sum(tokens(str(m.get("content", ""))) for m in chat.messages)
+        if not stream:
+            body = completion_body(entry.seq, chat.model, text, prompt_tokens)
+            return web.Response(body=body, content_type=_JSON)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        events = stream_events(
+            entry.seq, chat.model, text, prompt_tokens, include_usage=include_usage
+        )
+        for index, event in enumerate(events):
+            if behaviour.kind is Kind.MALFORMED and index == 1:
+                await response.write(MALFORMED_EVENT)
+                break
+            if index > 1 and config.stream_chunk_ms > 0:
+                await asyncio.sleep(config.stream_chunk_ms / 1000.0)
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+    def _answer(self, behaviour: Behaviour, config: FakeConfig, chat: FakeChatRequest) -> str:
+        if behaviour.answer is not None:
+            return behaviour.answer
+        if chat.key is not None and chat.key in config.answers:
+            return config.answers[chat.key]
+        if self._answer_fn is not None:
+            return self._answer_fn(chat)
+        return chat.last_content
+
+    # -- the control API ---------------------------------------------------------------
+
+    async def _get_journal(self, request: web.Request) -> web.Response:
+        try:
+            since = int(request.query.get("since", "0"))
+        except ValueError:
+            return _error(400, "since must be an integer")
+        entries = [e.to_json() for e in self.journal.entries if e.seq > since]
+        return web.json_response(
+            {
+                "entries": entries,
+                "truncated": self.journal.truncated,
+                "duplicates_after_success": self.journal.duplicates_after_success(),
+            }
+        )
+
+    async def _get_stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    async def _post_config(self, request: web.Request) -> web.Response:
+        try:
+            data = json.loads(await request.read())
+            if not isinstance(data, dict):
+                raise ValueError("the body must be a JSON object")
+            self._config = self._config.updated(data)
+        except (ValueError, TypeError, KeyError) as exc:
+            return _error(400, f"invalid config: {exc}")
+        return web.json_response(self._config.to_json())
+
+    async def _post_reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response({"reset": True})
+
+
+def _parse_chat(raw: bytes, key: str | None) -> tuple[FakeChatRequest, bool, bool]:
+    body = json.loads(raw)  # JSONDecodeError is a ValueError
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    model = body.get("model")
+    messages = body.get("messages")
+    if not isinstance(model, str) or not model:
+        raise ValueError("model: required string")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise ValueError("messages: required list of objects")
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    chat = FakeChatRequest(key, model, tuple(messages), body)
+    return chat, bool(body.get("stream")), include_usage
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, body=error_body(status, message), content_type=_JSON, headers=headers
+    )
+
+
+def _reset(request: web.Request) -> None:
+    """Close the connection abruptly: SO_LINGER 0 makes the kernel send an RST."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+def _config_fields(config: FakeConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in FakeConfig.__dataclass_fields__}
