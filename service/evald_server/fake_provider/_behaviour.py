@@ -44,6 +44,7 @@ class Behaviour:
     retry_after_http_date: bool = False  # send ``retry_after_s`` as an HTTP-date instead
     latency_ms: float | None = None  # overrides the configured latency distribution
     answer: str | None = None  # overrides the answer policy (OK only)
+    message: str | None = None  # the error body's ``error.message`` (STATUS only)
 
     @classmethod
     def ok(cls, *, answer: str | None = None, latency_ms: float | None = None) -> "Behaviour":
@@ -57,6 +58,7 @@ class Behaviour:
         retry_after_s: float | None = None,
         retry_after_ms: float | None = None,
         retry_after_http_date: bool = False,
+        message: str | None = None,
     ) -> "Behaviour":
         if not 400 <= status <= 599:
             raise ValueError(f"error status must be 4xx or 5xx, got {status}")
@@ -66,6 +68,7 @@ class Behaviour:
             retry_after_s=retry_after_s,
             retry_after_ms=retry_after_ms,
             retry_after_http_date=retry_after_http_date,
+            message=message,
         )
 
     @classmethod

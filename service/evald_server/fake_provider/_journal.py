@@ -30,6 +30,7 @@ class JournalEntry:
     status: int | None = None  # the HTTP status sent, None when none was
     disconnected: bool = False  # the client went away before the answer was sent
     after_success: bool = False  # the key had already been answered successfully
+    client_port: int | None = None  # the client's source port (one per pooled connection)
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -73,7 +74,9 @@ class Journal:
 
     # -- recording (called by the server) --------------------------------------------
 
-    def begin(self, key: str | None, model: str | None, *, stream: bool) -> JournalEntry:
+    def begin(
+        self, key: str | None, model: str | None, *, stream: bool, client_port: int | None = None
+    ) -> JournalEntry:
         self._requests += 1
         attempt = 0
         after_success = False
@@ -84,7 +87,14 @@ class Journal:
                 after_success = True
                 self._duplicates[key] += 1
         entry = JournalEntry(
-            self._requests, key, model, attempt, stream, time.time(), after_success=after_success
+            self._requests,
+            key,
+            model,
+            attempt,
+            stream,
+            time.time(),
+            after_success=after_success,
+            client_port=client_port,
         )
         for name in (model or "", ALL_MODELS):
             now = self._in_flight[name] + 1
@@ -150,6 +160,10 @@ class Journal:
     def disconnects(self) -> list[JournalEntry]:
         """Entries whose client went away before being answered (kept entries only)."""
         return [entry for entry in self.entries if entry.disconnected]
+
+    def client_ports(self) -> set[int]:
+        """Distinct client source ports seen: how many TCP connections carried requests."""
+        return {entry.client_port for entry in self.entries if entry.client_port is not None}
 
     def outcomes(self) -> dict[str, int]:
         return dict(self._outcomes)

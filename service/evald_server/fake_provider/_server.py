@@ -170,7 +170,9 @@ class FakeProvider:
 
     def model_config(self, model_id: str = "fake-model", **fields: Any) -> ModelConfig:
         """An ``openai`` ``ModelConfig`` pointing at this fake."""
-        return ModelConfig(id=model_id, provider="openai", base_url=self.base_url, **fields)
+        return ModelConfig(
+            **{"id": model_id, "provider": "openai", "base_url": self.base_url, **fields}
+        )
 
     # -- the chat endpoint -------------------------------------------------------------
 
@@ -179,10 +181,10 @@ class FakeProvider:
         try:
             chat, stream, include_usage = _parse_chat(await request.read(), key)
         except ValueError as exc:
-            entry = self.journal.begin(key, None, stream=False)
+            entry = self.journal.begin(key, None, stream=False, client_port=_port(request))
             self.journal.end(entry, "bad_request", 400)
             return _error(400, f"invalid request: {exc}")
-        entry = self.journal.begin(key, chat.model, stream=stream)
+        entry = self.journal.begin(key, chat.model, stream=stream, client_port=_port(request))
         config = self._config
         behaviour = self._behaviour(request, config, entry)
         try:
@@ -229,7 +231,8 @@ class FakeProvider:
                 behaviour.retry_after_ms,
                 http_date=behaviour.retry_after_http_date,
             )
-            return _error(behaviour.status, f"fake {behaviour.label}", headers)
+            message = behaviour.message or f"fake {behaviour.label}"
+            return _error(behaviour.status, message, headers)
         if behaviour.kind is Kind.MALFORMED and not stream:
             return web.Response(body=MALFORMED_BODY, content_type=_JSON)
         text = self._answer(behaviour, config, chat)
@@ -317,6 +320,13 @@ def _error(status: int, message: str, headers: Mapping[str, str] | None = None) 
     return web.Response(
         status=status, body=error_body(status, message), content_type=_JSON, headers=headers
     )
+
+
+def _port(request: web.Request) -> int | None:
+    """The client's source port: tells which pooled connection carried the request."""
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None
 
 
 def _reset(request: web.Request) -> None:
