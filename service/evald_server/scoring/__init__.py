@@ -1,0 +1,62 @@
+"""Scorers: one versioned scorer per task type, with 95 % intervals, and the pool that
+runs them off the event loop.
+
+``score_task`` is the pure entry point; ``ScoringPool.score`` runs it in a worker
+process under a time budget and raises ``ScoringFailure`` (SCORER_FAILED or
+SCORER_TIMEOUT) for that task only. The scoring rules of each task type are documented
+in its module (``_classification``, ``_labels``, ``_qa``, ``_normalize``, ``_ner``,
+``_entities``, ``_summarization``, ``_generation``) and the intervals in
+``_intervals``.
+"""
+
+from evald_server.scoring._errors import ScoringFailure
+from evald_server.scoring._payloads import (
+    ClassificationPayload,
+    ClassMetrics,
+    EntityTypeMetrics,
+    GenerationPayload,
+    MatchModeStats,
+    NerPayload,
+    QaPayload,
+    RougeScore,
+    SummarizationPayload,
+    WorstExample,
+)
+from evald_server.scoring._pool import ScoringPool
+from evald_server.scoring._registry import Scorer, score_task, scorer_for
+from evald_server.scoring._types import (
+    IntervalMethod,
+    MetricInterval,
+    MetricUncertainty,
+    Payload,
+    RepeatStats,
+    SampleScore,
+    ScoreReport,
+    ScoringSample,
+)
+
+__all__ = [
+    "ClassMetrics",
+    "ClassificationPayload",
+    "EntityTypeMetrics",
+    "GenerationPayload",
+    "IntervalMethod",
+    "MatchModeStats",
+    "MetricInterval",
+    "MetricUncertainty",
+    "NerPayload",
+    "Payload",
+    "QaPayload",
+    "RepeatStats",
+    "RougeScore",
+    "SampleScore",
+    "ScoreReport",
+    "Scorer",
+    "ScoringFailure",
+    "ScoringPool",
+    "ScoringSample",
+    "SummarizationPayload",
+    "WorstExample",
+    "score_task",
+    "scorer_for",
+]

@@ -1,0 +1,154 @@
+"""Classification: accuracy and macro precision / recall / F1, per class, confusion.
+
+Each output is mapped to a label by the rules of ``_labels`` (documented there);
+an unmapped output is wrong and flagged ``unmapped_output``.
+
+* The label set (payload ``labels``, sorted) is every gold label and every choice of
+  the task. ``per_class`` covers all of them (0 where undefined).
+* Macro averages run over the *active* labels — those with gold support or at least
+  one prediction among the scored samples — as scikit-learn does when ``labels`` is
+  not given. An unmapped output is a false negative of its gold label and a false
+  positive of none. Undefined precision / recall / F1 count as 0 (sklearn
+  ``zero_division=0``).
+* The confusion matrix is omitted (empty) above ``CONFUSION_MAX_LABELS`` labels.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from evald_server.domain import TaskType
+from evald_server.scoring._common import BaseScorer, Evaluation, Row
+from evald_server.scoring._intervals import FloatArray, GroupedSums, IntArray, safe_div
+from evald_server.scoring._labels import LabelMatcher
+from evald_server.scoring._payloads import ClassificationPayload, ClassMetrics, WorstExample
+from evald_server.scoring._types import ScoringSample
+
+CONFUSION_MAX_LABELS = 200
+UNMAPPED = "unmapped_output"
+
+
+def _choices(record: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(record.get("choices") or ())
+
+
+class _Counts:
+    """Per-class counts and the four headline metrics, on points or on resamples."""
+
+    def __init__(self, tp: FloatArray, support: FloatArray, predicted: FloatArray) -> None:
+        self.precision = safe_div(tp, predicted)
+        self.recall = safe_div(tp, support)
+        self.f1 = safe_div(2 * tp, support + predicted)
+        self.active = (support + predicted) > 0
+
+    def macro(self, values: FloatArray) -> FloatArray:
+        return safe_div((values * self.active).sum(axis=-1), self.active.sum(axis=-1))
+
+
+class ClassificationScorer(BaseScorer):
+    name = "classification"
+    version = "1.0.0"
+    task_type = TaskType.CLASSIFICATION
+    primary_metric = "correct"
+
+    def expected_text(self, record: Mapping[str, Any]) -> str:
+        return str(record["label"])
+
+    def input_text(self, record: Mapping[str, Any]) -> str:
+        return str(record["input"])
+
+    def evaluate(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
+    ) -> Evaluation:
+        gold_labels = {s.record["label"] for s in every}
+        labels = tuple(sorted(gold_labels | {c for s in every for c in _choices(s.record)}))
+        index = {label: i for i, label in enumerate(labels)}
+        matchers: dict[tuple[str, ...], LabelMatcher] = {}
+        rows: list[Row] = []
+        gold = np.empty(len(scored), dtype=np.intp)
+        pred = np.empty(len(scored), dtype=np.intp)
+        for i, sample in enumerate(scored):
+            choices = _choices(sample.record)
+            matcher = matchers.get(choices)
+            if matcher is None:
+                matcher = LabelMatcher(choices or labels, lettered=bool(choices))
+                matchers[choices] = matcher
+            label = sample.record["label"]
+            predicted = matcher.match(sample.output or "")
+            gold[i] = index[label]
+            pred[i] = -1 if predicted is None else index[predicted]
+            correct = predicted == label
+            rows.append(
+                Row(
+                    scores={"correct": float(correct)},
+                    primary=float(correct),
+                    correct=correct,
+                    flags=(UNMAPPED,) if predicted is None else (),
+                    note="output maps to no label"
+                    if predicted is None
+                    else f"predicted {predicted!r}",
+                )
+            )
+        return self._evaluation(labels, gold, pred, rows)
+
+    def _evaluation(
+        self, labels: tuple[str, ...], gold: IntArray, pred: IntArray, rows: list[Row]
+    ) -> Evaluation:
+        n_labels = len(labels)
+        correct = (gold == pred).astype(np.float64)
+        mapped = pred >= 0
+        support = np.bincount(gold, minlength=n_labels).astype(np.float64)
+        predicted = np.bincount(pred[mapped], minlength=n_labels).astype(np.float64)
+        tp = np.bincount(gold, weights=correct, minlength=n_labels).astype(np.float64)
+        counts = _Counts(tp, support, predicted)
+        metrics: dict[str, float] = {}
+        if rows:
+            metrics = {
+                "accuracy": float(correct.mean()),
+                "f1_macro": float(counts.macro(counts.f1)),
+                "precision_macro": float(counts.macro(counts.precision)),
+                "recall_macro": float(counts.macro(counts.recall)),
+            }
+        tp_sums = GroupedSums(gold, n_labels, correct)
+        support_sums = GroupedSums(gold, n_labels)
+        predicted_sums = GroupedSums(pred, n_labels)
+
+        def statistic(weights: FloatArray) -> dict[str, FloatArray]:
+            resampled = _Counts(tp_sums(weights), support_sums(weights), predicted_sums(weights))
+            return {
+                "accuracy": (weights @ correct) / weights.sum(axis=1),
+                "f1_macro": resampled.macro(resampled.f1),
+                "precision_macro": resampled.macro(resampled.precision),
+                "recall_macro": resampled.macro(resampled.recall),
+            }
+
+        confusion: tuple[tuple[int, ...], ...] = ()
+        if n_labels <= CONFUSION_MAX_LABELS:
+            cells = np.bincount(gold[mapped] * n_labels + pred[mapped], minlength=n_labels**2)
+            confusion = tuple(tuple(row) for row in cells.reshape(n_labels, n_labels).tolist())
+        unmapped_by_gold = np.bincount(gold[~mapped], minlength=n_labels)
+        per_class = tuple(
+            ClassMetrics(label, float(p), float(r), float(f), int(s))
+            for label, p, r, f, s in zip(
+                labels, counts.precision, counts.recall, counts.f1, support, strict=True
+            )
+        )
+
+        def build_payload(worst: tuple[WorstExample, ...]) -> ClassificationPayload:
+            return ClassificationPayload(
+                labels=labels,
+                confusion=confusion,
+                unmapped_by_gold=tuple(unmapped_by_gold.tolist()),
+                per_class=per_class,
+                unmapped_outputs=int((~mapped).sum()),
+                worst_examples=worst,
+            )
+
+        return Evaluation(
+            rows=rows,
+            metrics=metrics,
+            statistic=statistic,
+            build_payload=build_payload,
+            proportions={"accuracy": float(correct.sum())},
+        )

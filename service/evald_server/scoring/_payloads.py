@@ -1,0 +1,89 @@
+"""Per-task-type result payloads; each maps 1:1 to an ``evald.v1`` proto message."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class WorstExample:
+    record_id: str
+    repeat_index: int
+    input: str  # truncated
+    expected: str  # truncated
+    output: str  # truncated
+    score: float  # the scorer's primary per-sample score
+    note: str  # why it scored low (flags, the predicted label, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassMetrics:
+    label: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClassificationPayload:
+    labels: tuple[str, ...]
+    # Row = gold, column = predicted, both in ``labels`` order. Empty when there are
+    # more labels than the confusion cap (the matrix would be quadratic in size).
+    confusion: tuple[tuple[int, ...], ...]
+    unmapped_by_gold: tuple[int, ...]  # outputs mapped to no label, per gold label
+    per_class: tuple[ClassMetrics, ...]
+    unmapped_outputs: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QaPayload:
+    exact_match: float
+    f1: float
+    answered: int  # outputs that are non-empty after SQuAD normalisation
+    no_answer_outputs: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EntityTypeMetrics:
+    entity_type: str
+    precision: float
+    recall: float
+    f1: float
+    support: int  # gold entities of this type
+    predicted: int  # predicted entities of this type
+
+
+@dataclass(frozen=True, slots=True)
+class NerPayload:
+    per_type: tuple[EntityTypeMetrics, ...]
+    unparseable_outputs: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RougeScore:
+    rouge_type: str  # "rouge1" | "rouge2" | "rougeL" | "rougeLsum"
+    precision: float
+    recall: float
+    fmeasure: float
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizationPayload:
+    rouge: tuple[RougeScore, ...]
+    stemming: bool
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchModeStats:
+    match_mode: str  # "exact" | "contains" | "regex" | "numeric"
+    samples: int
+    correct: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationPayload:
+    per_mode: tuple[MatchModeStats, ...]
+    worst_examples: tuple[WorstExample, ...]

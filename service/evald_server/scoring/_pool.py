@@ -1,0 +1,228 @@
+"""Scoring off the event loop, in worker processes that can be killed one by one.
+
+``concurrent.futures.ProcessPoolExecutor`` cannot stop one running job, so a scorer
+over its budget would hold a worker forever. Each job here runs on one long-lived
+worker process of its own (at most ``max_workers`` at once, spawned on demand and
+reused while healthy); on a timeout or a cancellation that worker is killed and
+replaced, and no other job is touched. Workers are started with ``spawn``: a fork of a
+process that runs gRPC threads is unsafe.
+"""
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import anyio
+
+from evald_server.domain import ErrorReason, TaskType
+from evald_server.scoring._errors import ScoringFailure
+from evald_server.scoring._registry import Scorer, scorer_for
+from evald_server.scoring._types import ScoreReport, ScoringSample
+
+_log = logging.getLogger(__name__)
+_READY = "ready"
+_START_TIMEOUT_S = 120.0
+_STOP_TIMEOUT_S = 5.0
+
+
+def default_workers() -> int:
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    scorer: Scorer | None  # an injected scorer; None: the registry's
+    task_type: TaskType
+    samples: Sequence[ScoringSample]
+    seed: int
+    worst_k: int
+    resamples: int
+
+
+def _worker_main(conn: Connection) -> None:
+    """Worker process: answer jobs until told to stop or the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
+    conn.send(_READY)
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        except Exception as exc:  # a job that cannot be unpickled here
+            conn.send(("error", type(exc).__name__, traceback.format_exc()))
+            continue
+        if job is None:
+            return
+        try:
+            scorer = job.scorer or scorer_for(job.task_type)
+            report = scorer.score(
+                job.samples, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
+            )
+            conn.send(("ok", report))
+        except Exception as exc:
+            conn.send(("error", type(exc).__name__, traceback.format_exc()))
+
+
+class _Worker:
+    def __init__(self, context: Any) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_worker_main, args=(child,), daemon=True, name="evald-scorer"
+        )
+        self.process.start()
+        child.close()
+        # Wait here (in a thread) so that start-up imports never eat a job's budget.
+        if not self.conn.poll(_START_TIMEOUT_S) or self.conn.recv() != _READY:
+            self.kill()
+            raise RuntimeError("scoring worker did not start")
+
+    def roundtrip(self, job: _Job) -> Any:
+        self.conn.send(job)
+        return self.conn.recv()
+
+    def kill(self) -> None:
+        # The pipe is left to the garbage collector: a thread abandoned in roundtrip()
+        # may still be reading it and must see EOF, not a reused file descriptor.
+        self.process.kill()
+        self.process.join(_STOP_TIMEOUT_S)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.process.join(_STOP_TIMEOUT_S)
+        if self.process.is_alive():
+            self.kill()
+
+
+class ScoringPool:
+    """Runs ``score_task`` in worker processes with a time budget per task.
+
+    ``scorers`` replaces registry entries (tests inject slow or failing scorers); they
+    must be picklable, since they travel to the worker with each job.
+    """
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        scorers: Mapping[TaskType, Scorer] | None = None,
+        worst_k: int = 5,
+        resamples: int = 1000,
+    ) -> None:
+        max_workers = default_workers() if max_workers is None else max_workers
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        self._context = multiprocessing.get_context("spawn")
+        self._slots = anyio.CapacityLimiter(max_workers)
+        # Own thread limiter: jobs never wait for (or starve) the default thread pool.
+        self._threads = anyio.CapacityLimiter(max_workers + 2)
+        self._scorers = dict(scorers or {})
+        self._worst_k = worst_k
+        self._resamples = resamples
+        self._idle: list[_Worker] = []
+        self._workers: set[_Worker] = set()
+        self._closed = False
+
+    async def score(
+        self,
+        task_type: TaskType,
+        samples: Sequence[ScoringSample],
+        *,
+        seed: int,
+        timeout_s: float,
+    ) -> ScoreReport:
+        """Score one task; raises ``ScoringFailure`` (SCORER_FAILED / SCORER_TIMEOUT)."""
+        if self._closed:
+            raise RuntimeError("the scoring pool is closed")
+        scorer = self._scorers.get(task_type) or scorer_for(task_type)
+        name = f"{scorer.name}@{scorer.version}"
+        job = _Job(
+            self._scorers.get(task_type),
+            task_type,
+            samples,
+            seed,
+            self._worst_k,
+            self._resamples,
+        )
+        async with self._slots:
+            worker = await self._checkout(name)
+            healthy = False
+            try:
+                with anyio.fail_after(timeout_s):
+                    reply = await anyio.to_thread.run_sync(
+                        worker.roundtrip, job, abandon_on_cancel=True, limiter=self._threads
+                    )
+                healthy = True
+            except TimeoutError:
+                _log.warning(
+                    "scorer %s ran past its budget of %g s; worker killed", name, timeout_s
+                )
+                raise ScoringFailure(
+                    ErrorReason.SCORER_TIMEOUT,
+                    f"scorer {name} ran past its time budget of {timeout_s:g} s",
+                    scorer=name,
+                ) from None
+            except Exception as exc:
+                # The job or the report did not cross the pipe, or the worker died.
+                _log.exception(
+                    "scoring job for %s failed in transit (worker exit code %s)",
+                    name,
+                    worker.process.exitcode,
+                )
+                raise ScoringFailure(
+                    ErrorReason.SCORER_FAILED,
+                    f"scorer {name} failed: {type(exc).__name__} between the server and its "
+                    "worker process (details in the server log)",
+                    scorer=name,
+                ) from exc
+            finally:
+                self._checkin(worker, healthy)
+        if reply[0] == "ok":
+            report: ScoreReport = reply[1]
+            return report
+        _, exc_type, formatted = reply
+        _log.error("scorer %s raised %s:\n%s", name, exc_type, formatted)
+        raise ScoringFailure(
+            ErrorReason.SCORER_FAILED,
+            f"scorer {name} failed with {exc_type} (details in the server log)",
+            scorer=name,
+        )
+
+    async def _checkout(self, name: str) -> _Worker:
+        if self._idle:
+            return self._idle.pop()
+        try:
+            worker = await anyio.to_thread.run_sync(_Worker, self._context, limiter=self._threads)
+        except (OSError, RuntimeError) as exc:
+            _log.error("could not start a scoring worker for %s: %s", name, exc)
+            raise ScoringFailure(
+                ErrorReason.SCORER_FAILED,
+                f"scorer {name} failed: no worker process could be started",
+                scorer=name,
+            ) from exc
+        self._workers.add(worker)
+        return worker
+
+    def _checkin(self, worker: _Worker, healthy: bool) -> None:
+        if healthy and not self._closed and worker.process.is_alive():
+            self._idle.append(worker)
+            return
+        self._workers.discard(worker)
+        worker.kill()
+
+    def close(self) -> None:
+        """Stop idle workers and kill busy ones; the pool cannot be used afterwards."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+        for worker in self._workers.difference(idle):
+            worker.kill()
+        self._workers.clear()

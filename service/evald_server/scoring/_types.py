@@ -1,0 +1,88 @@
+"""What a scorer takes and what it returns: plain frozen dataclasses, picklable.
+
+A ``ScoreReport`` crosses a process boundary (the scoring pool) and is then mapped to
+``evald.v1.TaskEvaluationResult`` by the API layer; the payload classes map 1:1 to
+the proto payload messages.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from evald_server.scoring._payloads import (
+    ClassificationPayload,
+    GenerationPayload,
+    NerPayload,
+    QaPayload,
+    SummarizationPayload,
+)
+
+Payload = ClassificationPayload | QaPayload | NerPayload | SummarizationPayload | GenerationPayload
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringSample:
+    """One subtask of a task: a record, one repeat of it, and what the model answered."""
+
+    subtask_id: str
+    record_id: str
+    repeat_index: int
+    record: Mapping[str, Any]  # the validated dataset record
+    output: str | None  # None when the subtask did not succeed: not scored
+    input_text: str = ""  # the rendered prompt, shown in worst examples
+
+
+class IntervalMethod(StrEnum):
+    """How an interval was computed (recorded in the result next to the numbers)."""
+
+    BOOTSTRAP_PERCENTILE = "bootstrap_percentile"
+    WILSON = "wilson"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricInterval:
+    lower: float
+    upper: float
+    method: IntervalMethod
+    confidence_level: float = 0.95
+    resamples: int = 0  # bootstrap only
+    seed: int = 0  # bootstrap only
+
+
+@dataclass(frozen=True, slots=True)
+class MetricUncertainty:
+    bootstrap: MetricInterval
+    analytic: MetricInterval | None = None  # where a closed form exists (Wilson)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleScore:
+    """One scored sample, as ListSamples shows it."""
+
+    subtask_id: str
+    scores: dict[str, float]
+    flags: tuple[str, ...] = ()
+    correct: bool | None = None  # None where "correct" has no meaning (ROUGE)
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatStats:
+    """Spread of the primary per-sample score across the repeats of each record."""
+
+    repeats: int  # distinct repeat indices among scored samples
+    records: int  # records with at least two scored repeats (the ones measured)
+    mean_within_record_stddev: float  # sample standard deviation (ddof=1), averaged
+    consistent_record_fraction: float  # records whose repeats all scored the same
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreReport:
+    scorer: str  # "name@version", recorded in provenance
+    metrics: dict[str, float]  # headline metrics, fractions in [0, 1]
+    uncertainty: dict[str, MetricUncertainty]  # one per headline metric
+    payload: Payload
+    sample_scores: list[SampleScore]  # every scored sample
+    scored_samples: int
+    skipped_samples: int  # output None
+    repeat: RepeatStats | None = None
