@@ -1,0 +1,97 @@
+"""The Store port: everything the engine and the application need from persistence.
+
+``SqliteStore`` is the embedded implementation. The methods are shaped so that a
+PostgreSQL backend serving several replicas can implement them without engine changes:
+
+* work is *claimed* (``claim_ready``: ``SELECT … FOR UPDATE SKIP LOCKED`` there) by an
+  ``owner``, and outcomes apply only to rows that owner still holds, so a row another
+  replica took back is never overwritten;
+* ``requeue_running(owner=None)`` is the single-process restart; a replicated backend
+  would requeue the rows of owners whose lease expired instead;
+* event seqs are assigned inside the transaction that appends them (``runs.last_seq``),
+  never by the process, so any replica can serve a watch;
+* every mutation that can finish a task returns the tasks it moved to ``scoring``, and
+  ``scoring_task_ids`` finds them again after a crash.
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from evald_server.domain import EvalError, SubtaskState
+from evald_server.store._records import (
+    Claim,
+    CompletionReport,
+    Counters,
+    DatasetRow,
+    EventRow,
+    FinishReport,
+    Json,
+    NewEvent,
+    NewRun,
+    NewTask,
+    ProfileInputs,
+    RecordRow,
+    RunRow,
+    SubtaskOutcome,
+    SubtaskRow,
+    TaskFinish,
+    TaskRow,
+    TransitionReport,
+)
+
+
+class Store(Protocol):
+    """Durable state of datasets, runs, tasks, subtasks, events and results."""
+
+    owner: str  # this process's claim owner id
+
+    async def close(self) -> None: ...
+
+    # Datasets (immutable once created).
+    async def create_dataset(
+        self, dataset: DatasetRow, records: Iterable[RecordRow]
+    ) -> tuple[DatasetRow, bool]: ...
+    async def find_dataset(self, tenant: str, name: str, version: str) -> DatasetRow | None: ...
+    async def get_dataset(self, dataset_id: str) -> DatasetRow | None: ...
+    async def list_datasets(
+        self, tenant: str, after: tuple[float, str] | None, limit: int
+    ) -> list[DatasetRow]: ...
+    async def read_records(self, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]: ...
+
+    # Runs: creation, reads.
+    async def create_run(self, run: NewRun, tasks: Sequence[NewTask]) -> tuple[RunRow, bool]: ...
+    async def get_run(self, run_id: str) -> RunRow | None: ...
+    async def list_runs(
+        self, tenant: str, after: tuple[float, str] | None, limit: int
+    ) -> list[RunRow]: ...
+    async def live_run_ids(self) -> list[str]: ...
+    async def get_tasks(self, run_id: str) -> list[TaskRow]: ...
+    async def get_task(self, task_id: str) -> TaskRow | None: ...
+
+    # Execution.
+    async def claim_ready(self, run_id: str, model_id: str, limit: int, now: float) -> Claim: ...
+    async def complete(
+        self, outcomes: Sequence[SubtaskOutcome], now: float
+    ) -> CompletionReport: ...
+    async def requeue_running(self, *, owner: str | None, now: float) -> int: ...
+    async def cancel_run(self, run_id: str, now: float) -> TransitionReport: ...
+    async def retry_failed(
+        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str], now: float
+    ) -> TransitionReport: ...
+    async def fail_model_work(
+        self, run_id: str, model_id: str, error: EvalError, now: float
+    ) -> list[str]: ...
+
+    # Scoring and results.
+    async def scoring_task_ids(self) -> list[str]: ...
+    async def task_subtasks(
+        self, task_id: str, states: Sequence[SubtaskState], after_row: int, limit: int
+    ) -> list[SubtaskRow]: ...
+    async def profile_inputs(self, task_id: str) -> ProfileInputs: ...
+    async def finish_task(self, finish: TaskFinish) -> FinishReport: ...
+    async def read_results(self, run_id: str) -> list[tuple[str, Json]]: ...
+    async def recount_task(self, task_id: str) -> Counters: ...
+
+    # Events.
+    async def append_events(self, run_id: str, events: Sequence[NewEvent]) -> list[EventRow]: ...
+    async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]: ...

@@ -1,0 +1,339 @@
+"""What the store reads and writes: plain rows, outcomes and reports.
+
+These are persistence records, not API objects: JSON columns stay ``dict``s here and the
+engine and the application layer give them meaning. Times are Unix epoch seconds
+(``time.time()``), because retry times must survive a restart.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from evald_server.domain import EvalError, RunState, SubtaskState, TaskState, TaskType
+
+Json = dict[str, Any]
+
+
+class EventKind(StrEnum):
+    """The kinds of entries in a run's event log (heartbeats are never stored)."""
+
+    RUN_STATE = "run_state"
+    PROGRESS = "progress"
+    TASK_SCORED = "task_scored"
+    SAMPLE_FAILED = "sample_failed"
+    HEARTBEAT = "heartbeat"
+
+
+class OutcomeKind(StrEnum):
+    """What happened to one claimed subtask."""
+
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"  # failed, retried at next_attempt_at
+    FAILED_PERMANENT = "failed_permanent"
+    CANCELLED = "cancelled"
+    RELEASED = "released"  # given back unattempted (drain): pending again, no retry spent
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """How many subtasks are in each state; ``failed`` ones wait for their retry."""
+
+    total: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    failed_permanent: int = 0
+    cancelled: int = 0
+
+    @property
+    def terminal(self) -> int:
+        return self.succeeded + self.failed_permanent + self.cancelled
+
+    @property
+    def all_terminal(self) -> bool:
+        return self.terminal == self.total
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "pending": self.pending,
+            "running": self.running,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "failed_permanent": self.failed_permanent,
+            "cancelled": self.cancelled,
+        }
+
+
+COUNTER_COLUMNS: tuple[str, ...] = (
+    "total",
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "failed_permanent",
+    "cancelled",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRow:
+    dataset_id: str
+    tenant: str
+    name: str
+    benchmark_version: str
+    task_type: TaskType
+    content_sha256: str
+    record_count: int
+    prompt_template: str | None
+    created_at: float
+    request_id: str | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRow:
+    """One dataset record as stored: its position, its id and its fields."""
+
+    idx: int
+    record_id: str
+    fields: Json
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A task to insert with its run: one model × one dataset."""
+
+    task_id: str
+    ordinal: int
+    model_id: str
+    model: Json  # model identity with effective generation params, frozen at creation
+    dataset_id: str
+    record_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    run_id: str
+    tenant: str
+    name: str
+    spec: Json
+    repeat: int
+    created_at: float
+    request_id: str | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    tenant: str
+    name: str
+    spec: Json
+    state: RunState
+    cancel_requested: bool
+    counters: Counters
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    last_seq: int
+    terminal_seq: int | None
+    oldest_seq: int  # oldest retained event seq (last_seq + 1 when the log is empty)
+    request_id: str | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    task_id: str
+    run_id: str
+    ordinal: int
+    model_id: str
+    model: Json
+    dataset_id: str
+    state: TaskState
+    counters: Counters
+    started_at: float | None
+    finished_at: float | None
+    result_status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedSubtask:
+    """A subtask moved to ``running`` by a claim, with what is needed to call the model."""
+
+    row_id: int
+    run_id: str
+    task_id: str
+    model_id: str
+    record_idx: int
+    repeat_index: int
+    attempt: int
+    record_id: str
+    fields: Json
+    dataset_id: str
+
+    @property
+    def subtask_id(self) -> str:
+        return subtask_public_id(self.task_id, self.record_idx, self.repeat_index)
+
+
+def subtask_public_id(task_id: str, record_idx: int, repeat_index: int) -> str:
+    """The stable public id of a subtask (also the provider's request key)."""
+    return f"{task_id}.{record_idx}.{repeat_index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The result of one claim: the subtasks, and when the next retry falls due."""
+
+    subtasks: tuple[ClaimedSubtask, ...]
+    exhausted: bool  # nothing pending is left for this (run, model)
+    next_retry_at: float | None  # earliest next_attempt_at of waiting retries, if any
+    events: tuple["EventRow", ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskOutcome:
+    """The result of one attempt (or non-attempt) on a claimed subtask."""
+
+    row_id: int
+    run_id: str
+    task_id: str
+    model_id: str
+    record_idx: int
+    repeat_index: int
+    kind: OutcomeKind
+    attempted: bool = True
+    output: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    ttft_s: float | None = None
+    call_time_s: float = 0.0
+    error: EvalError | None = None
+    next_attempt_at: float | None = None
+    rate_limited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RetryScheduled:
+    run_id: str
+    model_id: str
+    next_attempt_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionReport:
+    """What one committed batch of outcomes changed."""
+
+    applied: int
+    finished_tasks: tuple[str, ...]  # tasks moved to ``scoring`` by this batch
+    retries: tuple[RetryScheduled, ...]
+    completed_per_run: Mapping[str, int]  # newly terminal subtasks per run
+    events: tuple["EventRow", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionReport:
+    """What a cancel or a retry changed."""
+
+    changed: int
+    finished_tasks: tuple[str, ...]
+    events: tuple["EventRow", ...]
+    models: tuple[str, ...] = ()  # models with work again (retry)
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    kind: EventKind
+    payload: Json
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    run_id: str
+    seq: int
+    time: float
+    kind: EventKind
+    payload: Json
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskRow:
+    """One subtask as read back (scoring input, profile, ListSamples)."""
+
+    row_id: int
+    task_id: str
+    record_idx: int
+    repeat_index: int
+    state: SubtaskState
+    attempt: int
+    requests: int
+    rate_limited: int
+    next_attempt_at: float | None
+    output: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_s: float | None
+    ttft_s: float | None
+    call_time_s: float
+    first_error: EvalError | None
+    last_error: EvalError | None
+    record_id: str
+    fields: Json
+    scores: Json | None = None
+    correct: bool | None = None
+    updated_at: float = 0.0
+
+    @property
+    def subtask_id(self) -> str:
+        return subtask_public_id(self.task_id, self.record_idx, self.repeat_index)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleScoreRow:
+    """Per-sample scores to store beside a subtask for ListSamples."""
+
+    row_id: int
+    scores: Json
+    correct: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFinish:
+    """The scored (or unscorable) end of a task, written in one transaction."""
+
+    task_id: str
+    state: TaskState
+    result_status: str
+    result: Json
+    sample_scores: tuple[SampleScoreRow, ...] = ()
+    event_payload: Json = field(default_factory=dict)
+    time: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FinishReport:
+    events: tuple[EventRow, ...]
+    run_state: RunState | None  # the run's new terminal state, if this finished it
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileInputs:
+    """Everything an ExecutionProfile is computed from, aggregated in SQL."""
+
+    counters: Counters
+    requests: int
+    retries: int
+    rate_limited: int
+    prompt_tokens: int
+    completion_tokens: int
+    call_time_s: float
+    latencies_s: tuple[float, ...]
+    ttfts_s: tuple[float, ...]
+    started_at: float | None
+    finished_at: float | None

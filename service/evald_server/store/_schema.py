@@ -1,0 +1,176 @@
+"""The SQLite schema as a list of numbered migrations, applied in order.
+
+A migration is never edited once released: a change is a new entry at the end. Each
+one runs in its own transaction together with the ``schema_version`` bump, so a crash
+mid-migration leaves the previous version intact. A database written by a newer evald
+(a version above ``LATEST_VERSION``) is refused rather than misread.
+"""
+
+import sqlite3
+
+from evald_server.store._errors import StoreError
+
+# Version 1: datasets, runs, tasks, subtasks and the per-run event log.
+_V1 = (
+    """CREATE TABLE datasets (
+        dataset_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        benchmark_version TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        record_count INTEGER NOT NULL,
+        prompt_template TEXT,
+        request_id TEXT,
+        request_hash TEXT,
+        created_at REAL NOT NULL,
+        UNIQUE (tenant, name, benchmark_version)
+    )""",
+    """CREATE UNIQUE INDEX datasets_request ON datasets (tenant, request_id)
+        WHERE request_id IS NOT NULL""",
+    "CREATE INDEX datasets_created ON datasets (tenant, created_at, dataset_id)",
+    """CREATE TABLE dataset_records (
+        dataset_id TEXT NOT NULL REFERENCES datasets (dataset_id),
+        idx INTEGER NOT NULL,
+        record_id TEXT NOT NULL,
+        fields TEXT NOT NULL,
+        PRIMARY KEY (dataset_id, idx)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        request_id TEXT,
+        request_hash TEXT,
+        spec TEXT NOT NULL,
+        state TEXT NOT NULL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        total INTEGER NOT NULL DEFAULT 0,
+        pending INTEGER NOT NULL DEFAULT 0,
+        running INTEGER NOT NULL DEFAULT 0,
+        succeeded INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        failed_permanent INTEGER NOT NULL DEFAULT 0,
+        cancelled INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        last_seq INTEGER NOT NULL DEFAULT 0,
+        terminal_seq INTEGER
+    )""",
+    """CREATE UNIQUE INDEX runs_request ON runs (tenant, request_id)
+        WHERE request_id IS NOT NULL""",
+    "CREATE INDEX runs_created ON runs (tenant, created_at, run_id)",
+    "CREATE INDEX runs_state ON runs (state)",
+    """CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs (run_id),
+        ordinal INTEGER NOT NULL,
+        model_id TEXT NOT NULL,
+        model TEXT NOT NULL,
+        dataset_id TEXT NOT NULL REFERENCES datasets (dataset_id),
+        state TEXT NOT NULL,
+        total INTEGER NOT NULL DEFAULT 0,
+        pending INTEGER NOT NULL DEFAULT 0,
+        running INTEGER NOT NULL DEFAULT 0,
+        succeeded INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        failed_permanent INTEGER NOT NULL DEFAULT 0,
+        cancelled INTEGER NOT NULL DEFAULT 0,
+        started_at REAL,
+        finished_at REAL,
+        result_status TEXT,
+        UNIQUE (run_id, ordinal)
+    )""",
+    "CREATE INDEX tasks_state ON tasks (state)",
+    """CREATE TABLE subtasks (
+        row_id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        task_id TEXT NOT NULL REFERENCES tasks (task_id),
+        model_id TEXT NOT NULL,
+        record_idx INTEGER NOT NULL,
+        repeat_index INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        requests INTEGER NOT NULL DEFAULT 0,
+        rate_limited INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL,
+        owner TEXT,
+        output TEXT,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        latency_s REAL,
+        ttft_s REAL,
+        call_time_s REAL NOT NULL DEFAULT 0,
+        first_error TEXT,
+        last_error TEXT,
+        updated_at REAL NOT NULL
+    )""",
+    # The claim path: ready work of one (run, model); the implicit trailing row_id
+    # is the run's order (insertion order: task ordinal, record, repeat).
+    "CREATE INDEX subtasks_ready ON subtasks (run_id, model_id, state)",
+    # Scoring, ListSamples and recounts: one task's subtasks by state.
+    "CREATE INDEX subtasks_task ON subtasks (task_id, state)",
+    """CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        time REAL NOT NULL,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID""",
+)
+
+# Version 2: per-sample scores for ListSamples, and the stored task results.
+_V2 = (
+    "ALTER TABLE subtasks ADD COLUMN scores TEXT",
+    "ALTER TABLE subtasks ADD COLUMN correct INTEGER",
+    """CREATE TABLE results (
+        task_id TEXT PRIMARY KEY REFERENCES tasks (task_id),
+        run_id TEXT NOT NULL,
+        result TEXT NOT NULL
+    )""",
+    "CREATE INDEX results_run ON results (run_id)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version of ``conn``'s database (0 for an empty database)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    row = conn.execute("SELECT version FROM schema_version").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> int:
+    """Bring ``conn``'s database up to ``target``; returns the version it had before.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``): each migration
+    opens its own ``BEGIN IMMEDIATE`` transaction.
+    """
+    before = schema_version(conn)
+    if before > LATEST_VERSION:
+        raise StoreError(
+            f"database schema version {before} is newer than this evald supports "
+            f"({LATEST_VERSION}); upgrade evald"
+        )
+    for version in range(before + 1, target + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if version == 1:
+                conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+                conn.execute("INSERT INTO schema_version (version) VALUES (0)")
+            for statement in MIGRATIONS[version - 1]:
+                conn.execute(statement)
+            conn.execute("UPDATE schema_version SET version = ?", (version,))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return before

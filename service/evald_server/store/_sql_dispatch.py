@@ -1,0 +1,339 @@
+"""The hot path in SQL: create a run with all its subtasks, claim ready work, record outcomes.
+
+Counters move in the same transaction as the subtask rows they count, so a recount from
+the subtasks always equals them. Outcomes are applied only to rows still ``running``
+under this owner: a row that a cancel or a restart took back is never overwritten.
+"""
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+from evald_server.domain import RunState, SubtaskState, TaskState
+from evald_server.store._records import (
+    Claim,
+    ClaimedSubtask,
+    CompletionReport,
+    EventKind,
+    NewEvent,
+    NewRun,
+    NewTask,
+    OutcomeKind,
+    RetryScheduled,
+    RunRow,
+    SubtaskOutcome,
+    subtask_public_id,
+)
+from evald_server.store._sql_common import (
+    CounterDeltas,
+    append_events,
+    dumps,
+    error_json,
+    group_by_run,
+    read_run,
+    state_event,
+    transaction,
+)
+
+_S = SubtaskState
+
+
+def create_run(
+    conn: sqlite3.Connection, run: NewRun, tasks: Sequence[NewTask], retain: int
+) -> tuple[RunRow, bool]:
+    """Insert the run, its tasks and every subtask in one transaction.
+
+    With a ``request_id`` already used by this tenant, nothing is inserted and the
+    existing run is returned with ``False`` (the caller compares the request hashes).
+    """
+    with transaction(conn):
+        if run.request_id is not None:
+            found = conn.execute(
+                "SELECT run_id FROM runs WHERE tenant = ? AND request_id = ?",
+                (run.tenant, run.request_id),
+            ).fetchone()
+            if found is not None:
+                existing = read_run(conn, found[0])
+                assert existing is not None
+                return existing, False
+        total = sum(t.record_count * run.repeat for t in tasks)
+        conn.execute(
+            "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
+            "total, pending, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.run_id,
+                run.tenant,
+                run.name,
+                run.request_id,
+                run.request_hash,
+                dumps(run.spec),
+                RunState.PENDING.value,
+                total,
+                total,
+                run.created_at,
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
+            "total, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    t.task_id,
+                    run.run_id,
+                    t.ordinal,
+                    t.model_id,
+                    dumps(t.model),
+                    t.dataset_id,
+                    TaskState.PENDING.value,
+                    t.record_count * run.repeat,
+                    t.record_count * run.repeat,
+                )
+                for t in tasks
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO subtasks (run_id, task_id, model_id, record_idx, repeat_index, state, "
+            "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+            _subtask_rows(run, tasks),
+        )
+        append_events(
+            conn, run.run_id, [state_event(run.run_id, RunState.PENDING, run.created_at)], retain
+        )
+        created = read_run(conn, run.run_id)
+    assert created is not None
+    return created, True
+
+
+def _subtask_rows(
+    run: NewRun, tasks: Sequence[NewTask]
+) -> Iterator[tuple[str, str, str, int, int, float]]:
+    # A generator: executemany streams it, so a 100,000-row run is never a list in memory.
+    for task in tasks:
+        for idx in range(task.record_count):
+            for repeat in range(run.repeat):
+                yield (run.run_id, task.task_id, task.model_id, idx, repeat, run.created_at)
+
+
+def claim_ready(
+    conn: sqlite3.Connection,
+    run_id: str,
+    model_id: str,
+    limit: int,
+    owner: str,
+    now: float,
+    retain: int,
+) -> Claim:
+    """Move up to ``limit`` ready subtasks of (run, model) to ``running`` for ``owner``.
+
+    Due retries come first (oldest due first), then pending work in run order.
+    """
+    with transaction(conn):
+        run = conn.execute(
+            "SELECT state, cancel_requested FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if run is None or run[1] or RunState(run[0]).is_terminal:
+            return Claim(subtasks=(), exhausted=True, next_retry_at=None)
+        picked = conn.execute(
+            "SELECT row_id, task_id, state FROM subtasks WHERE run_id = ? AND model_id = ? "
+            "AND state = 'failed' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
+            (run_id, model_id, now, limit),
+        ).fetchall()
+        want_pending = limit - len(picked)
+        pending = conn.execute(
+            "SELECT row_id, task_id, state FROM subtasks WHERE run_id = ? AND model_id = ? "
+            "AND state = 'pending' ORDER BY row_id LIMIT ?",
+            (run_id, model_id, want_pending),
+        ).fetchall()
+        picked.extend(pending)
+        exhausted = len(pending) < want_pending
+        next_retry_at = None
+        if exhausted:
+            next_retry_at = conn.execute(
+                "SELECT MIN(next_attempt_at) FROM subtasks WHERE run_id = ? AND model_id = ? "
+                "AND state = 'failed'",
+                (run_id, model_id),
+            ).fetchone()[0]
+        if not picked:
+            return Claim(subtasks=(), exhausted=exhausted, next_retry_at=next_retry_at)
+        conn.executemany(
+            "UPDATE subtasks SET state = 'running', owner = ?, updated_at = ? WHERE row_id = ?",
+            [(owner, now, row[0]) for row in picked],
+        )
+        deltas = CounterDeltas()
+        for _row_id, task_id, state in picked:
+            deltas.move(run_id, task_id, _S(state), _S.RUNNING)
+        deltas.apply(conn)
+        task_ids = list(deltas.tasks)
+        conn.executemany(
+            "UPDATE tasks SET state = 'running', started_at = ? "
+            "WHERE task_id = ? AND state = 'pending'",
+            [(now, task_id) for task_id in task_ids],
+        )
+        events = []
+        started = conn.execute(
+            "UPDATE runs SET state = 'running', started_at = ? "
+            "WHERE run_id = ? AND state = 'pending' RETURNING run_id",
+            (now, run_id),
+        ).fetchone()
+        if started is not None:
+            events = append_events(
+                conn, run_id, [state_event(run_id, RunState.RUNNING, now)], retain
+            )
+        placeholders = ",".join("?" * len(picked))
+        rows = conn.execute(
+            "SELECT s.row_id, s.task_id, s.record_idx, s.repeat_index, s.attempt, "
+            "r.record_id, r.fields, t.dataset_id FROM subtasks s "
+            "JOIN tasks t ON t.task_id = s.task_id "
+            "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
+            f"WHERE s.row_id IN ({placeholders}) ORDER BY s.row_id",
+            [row[0] for row in picked],
+        ).fetchall()
+    claimed = tuple(
+        ClaimedSubtask(
+            row_id=row[0],
+            run_id=run_id,
+            task_id=row[1],
+            model_id=model_id,
+            record_idx=row[2],
+            repeat_index=row[3],
+            attempt=row[4],
+            record_id=row[5],
+            fields=json.loads(row[6]),
+            dataset_id=row[7],
+        )
+        for row in rows
+    )
+    return Claim(
+        subtasks=claimed, exhausted=exhausted, next_retry_at=next_retry_at, events=tuple(events)
+    )
+
+
+_TARGET = {
+    OutcomeKind.SUCCEEDED: _S.SUCCEEDED,
+    OutcomeKind.RETRY: _S.FAILED,
+    OutcomeKind.FAILED_PERMANENT: _S.FAILED_PERMANENT,
+    OutcomeKind.CANCELLED: _S.CANCELLED,
+    OutcomeKind.RELEASED: _S.PENDING,
+}
+
+_UPDATE_OUTCOME = (
+    "UPDATE subtasks SET state = ?, owner = NULL, updated_at = ?, "
+    "attempt = attempt + ?, requests = requests + ?, rate_limited = rate_limited + ?, "
+    "call_time_s = call_time_s + ?, next_attempt_at = ?, "
+    "output = COALESCE(?, output), prompt_tokens = COALESCE(?, prompt_tokens), "
+    "completion_tokens = COALESCE(?, completion_tokens), latency_s = COALESCE(?, latency_s), "
+    "ttft_s = COALESCE(?, ttft_s), first_error = COALESCE(first_error, ?), "
+    "last_error = COALESCE(?, last_error) "
+    "WHERE row_id = ? AND state = 'running' AND owner = ?"
+)
+
+
+def complete(
+    conn: sqlite3.Connection,
+    outcomes: Sequence[SubtaskOutcome],
+    owner: str,
+    now: float,
+    retain: int,
+) -> CompletionReport:
+    """Record a batch of outcomes in one transaction (the group commit)."""
+    with transaction(conn):
+        run_ids = sorted({o.run_id for o in outcomes})
+        placeholders = ",".join("?" * len(run_ids))
+        cancelling = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT run_id FROM runs WHERE run_id IN ({placeholders}) "
+                "AND cancel_requested = 1",
+                run_ids,
+            )
+        }
+        deltas = CounterDeltas()
+        retries: list[RetryScheduled] = []
+        completed: dict[str, int] = {}
+        events: list[tuple[str, NewEvent]] = []
+        applied = 0
+        for outcome in outcomes:
+            kind = outcome.kind
+            if kind is OutcomeKind.RETRY and outcome.run_id in cancelling:
+                kind = OutcomeKind.CANCELLED  # a cancelled run schedules no more retries
+            target = _TARGET[kind]
+            spent = 1 if outcome.attempted and kind is not OutcomeKind.CANCELLED else 0
+            if kind is OutcomeKind.RELEASED:
+                spent = 0
+            cursor = conn.execute(
+                _UPDATE_OUTCOME,
+                (
+                    target.value,
+                    now,
+                    spent,
+                    1 if outcome.attempted else 0,
+                    1 if outcome.rate_limited else 0,
+                    outcome.call_time_s,
+                    outcome.next_attempt_at if kind is OutcomeKind.RETRY else None,
+                    outcome.output,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    outcome.latency_s,
+                    outcome.ttft_s,
+                    error_json(outcome.error),
+                    error_json(outcome.error),
+                    outcome.row_id,
+                    owner,
+                ),
+            )
+            if cursor.rowcount != 1:
+                continue  # taken back by a cancel or a restart: not ours any more
+            applied += 1
+            deltas.move(outcome.run_id, outcome.task_id, _S.RUNNING, target)
+            if target.is_terminal:
+                completed[outcome.run_id] = completed.get(outcome.run_id, 0) + 1
+            if kind is OutcomeKind.RETRY and outcome.next_attempt_at is not None:
+                retries.append(
+                    RetryScheduled(outcome.run_id, outcome.model_id, outcome.next_attempt_at)
+                )
+            if kind is OutcomeKind.FAILED_PERMANENT and outcome.error is not None:
+                events.append((outcome.run_id, _failure_event(outcome, now)))
+        deltas.apply(conn)
+        finished = finish_ready_tasks(conn, list(deltas.tasks), now)
+        appended = []
+        for run_id, run_events in group_by_run(events).items():
+            appended.extend(append_events(conn, run_id, run_events, retain))
+    return CompletionReport(
+        applied=applied,
+        finished_tasks=tuple(finished),
+        retries=tuple(retries),
+        completed_per_run=completed,
+        events=tuple(appended),
+    )
+
+
+def _failure_event(outcome: SubtaskOutcome, now: float) -> NewEvent:
+    assert outcome.error is not None
+    return NewEvent(
+        kind=EventKind.SAMPLE_FAILED,
+        payload={
+            "subtask_id": subtask_public_id(
+                outcome.task_id, outcome.record_idx, outcome.repeat_index
+            ),
+            "task_id": outcome.task_id,
+            "record_idx": outcome.record_idx,
+            "repeat_index": outcome.repeat_index,
+            "error": outcome.error.to_json(),
+        },
+        time=now,
+    )
+
+
+def finish_ready_tasks(conn: sqlite3.Connection, task_ids: Sequence[str], now: float) -> list[str]:
+    """Move tasks whose subtasks are all terminal to ``scoring``; return their ids."""
+    finished = []
+    for task_id in task_ids:
+        row = conn.execute(
+            "UPDATE tasks SET state = 'scoring', finished_at = ? WHERE task_id = ? "
+            "AND state IN ('pending', 'running') AND pending = 0 AND running = 0 AND failed = 0 "
+            "RETURNING task_id",
+            (now, task_id),
+        ).fetchone()
+        if row is not None:
+            finished.append(row[0])
+    return finished

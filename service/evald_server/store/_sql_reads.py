@@ -1,0 +1,196 @@
+"""Read-only queries; they run on reader threads and never block the writer (WAL)."""
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from evald_server.domain import SubtaskState
+from evald_server.store._records import (
+    COUNTER_COLUMNS,
+    Counters,
+    EventKind,
+    EventRow,
+    Json,
+    ProfileInputs,
+    RunRow,
+    SubtaskRow,
+    TaskRow,
+)
+from evald_server.store._sql_common import (
+    RUN_COLUMNS,
+    TASK_COLUMNS,
+    error_from,
+    loads_json,
+    read_run,
+    run_from,
+    task_from,
+)
+
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
+    return read_run(conn, run_id)
+
+
+def list_runs(
+    conn: sqlite3.Connection, tenant: str, after: tuple[float, str] | None, limit: int
+) -> list[RunRow]:
+    """Newest first, keyset-paginated on (created_at, run_id)."""
+    sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE tenant = ?"
+    params: list[Any] = [tenant]
+    if after is not None:
+        sql += " AND (created_at, run_id) < (?, ?)"
+        params.extend(after)
+    sql += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
+    params.append(limit)
+    return [_with_oldest(conn, row) for row in conn.execute(sql, params).fetchall()]
+
+
+def _with_oldest(conn: sqlite3.Connection, row: tuple[Any, ...]) -> RunRow:
+    oldest = conn.execute("SELECT MIN(seq) FROM events WHERE run_id = ?", (row[0],)).fetchone()[0]
+    last_seq = int(row[9 + len(COUNTER_COLUMNS)])
+    return run_from(row, int(oldest) if oldest is not None else last_seq + 1)
+
+
+def live_run_ids(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(
+        "SELECT run_id FROM runs WHERE state IN ('pending', 'running') ORDER BY created_at"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def get_tasks(conn: sqlite3.Connection, run_id: str) -> list[TaskRow]:
+    rows = conn.execute(
+        f"SELECT {TASK_COLUMNS} FROM tasks WHERE run_id = ? ORDER BY ordinal", (run_id,)
+    ).fetchall()
+    return [task_from(row) for row in rows]
+
+
+def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRow | None:
+    row = conn.execute(f"SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    return None if row is None else task_from(row)
+
+
+def scoring_task_ids(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute("SELECT task_id FROM tasks WHERE state = 'scoring' ORDER BY rowid")
+    return [r[0] for r in rows]
+
+
+def read_events(
+    conn: sqlite3.Connection, run_id: str, after_seq: int, limit: int
+) -> list[EventRow]:
+    rows = conn.execute(
+        "SELECT seq, time, kind, payload FROM events WHERE run_id = ? AND seq > ? "
+        "ORDER BY seq LIMIT ?",
+        (run_id, after_seq, limit),
+    ).fetchall()
+    return [
+        EventRow(run_id=run_id, seq=r[0], time=r[1], kind=EventKind(r[2]), payload=json.loads(r[3]))
+        for r in rows
+    ]
+
+
+_SUBTASK_COLUMNS = (
+    "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
+    "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
+    "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
+    "s.scores, s.correct, s.updated_at"
+)
+
+
+def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
+    return SubtaskRow(
+        row_id=row[0],
+        task_id=row[1],
+        record_idx=row[2],
+        repeat_index=row[3],
+        state=SubtaskState(row[4]),
+        attempt=row[5],
+        requests=row[6],
+        rate_limited=row[7],
+        next_attempt_at=row[8],
+        output=row[9],
+        prompt_tokens=row[10],
+        completion_tokens=row[11],
+        latency_s=row[12],
+        ttft_s=row[13],
+        call_time_s=row[14],
+        first_error=error_from(row[15]),
+        last_error=error_from(row[16]),
+        record_id=row[17],
+        fields=json.loads(row[18]),
+        scores=loads_json(row[19]),
+        correct=None if row[20] is None else bool(row[20]),
+        updated_at=row[21],
+    )
+
+
+def task_subtasks(
+    conn: sqlite3.Connection,
+    task_id: str,
+    states: Sequence[SubtaskState],
+    after_row: int,
+    limit: int,
+) -> list[SubtaskRow]:
+    """One page of a task's subtasks (all states when ``states`` is empty), in order."""
+    sql = (
+        f"SELECT {_SUBTASK_COLUMNS} FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+        "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
+        "WHERE s.task_id = ? AND s.row_id > ?"
+    )
+    params: list[Any] = [task_id, after_row]
+    if states:
+        sql += f" AND s.state IN ({','.join('?' * len(states))})"
+        params.extend(s.value for s in states)
+    sql += " ORDER BY s.row_id LIMIT ?"
+    params.append(limit)
+    return [_subtask_from(row) for row in conn.execute(sql, params).fetchall()]
+
+
+def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
+    sums = conn.execute(
+        "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(MAX(requests - 1, 0)), 0), "
+        "COALESCE(SUM(rate_limited), 0), COALESCE(SUM(prompt_tokens), 0), "
+        "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0) "
+        "FROM subtasks WHERE task_id = ?",
+        (task_id,),
+    ).fetchone()
+    timings = conn.execute(
+        "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = ? AND state = 'succeeded'",
+        (task_id,),
+    ).fetchall()
+    task = get_task(conn, task_id)
+    assert task is not None
+    return ProfileInputs(
+        counters=recount_task(conn, task_id),
+        requests=int(sums[0]),
+        retries=int(sums[1]),
+        rate_limited=int(sums[2]),
+        prompt_tokens=int(sums[3]),
+        completion_tokens=int(sums[4]),
+        call_time_s=float(sums[5]),
+        latencies_s=tuple(t[0] for t in timings if t[0] is not None),
+        ttfts_s=tuple(t[1] for t in timings if t[1] is not None),
+        started_at=task.started_at,
+        finished_at=task.finished_at,
+    )
+
+
+def recount_task(conn: sqlite3.Connection, task_id: str) -> Counters:
+    """The task's counters recounted from its subtasks (the source of truth)."""
+    counts = dict(
+        conn.execute(
+            "SELECT state, COUNT(*) FROM subtasks WHERE task_id = ? GROUP BY state", (task_id,)
+        ).fetchall()
+    )
+    values = {c: int(counts.get(c, 0)) for c in COUNTER_COLUMNS if c != "total"}
+    return Counters(total=sum(values.values()), **values)
+
+
+def read_results(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, Json]]:
+    rows = conn.execute(
+        "SELECT r.task_id, r.result FROM results r JOIN tasks t ON t.task_id = r.task_id "
+        "WHERE r.run_id = ? ORDER BY t.ordinal",
+        (run_id,),
+    ).fetchall()
+    return [(r[0], json.loads(r[1])) for r in rows]

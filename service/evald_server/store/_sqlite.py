@@ -1,0 +1,248 @@
+"""The embedded store: one SQLite file in WAL mode, one writer thread, reader threads.
+
+Durability: ``synchronous=NORMAL`` by default. In WAL mode a commit is written to the
+WAL before it returns, so it survives the process dying (kill -9, OOM, a crash); only
+an OS crash or power loss can lose the last commits, and what such a loss costs here is
+repeating those calls (the rows go back to pending), never an inconsistent database
+(WAL commits are atomic). ``?synchronous=full`` in the URL fsyncs every commit instead,
+for deployments where a repeated call is worse than a slower commit; group commit keeps
+that affordable.
+"""
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from evald_server.domain import EvalError, SubtaskState
+from evald_server.store import _sql_datasets as ds
+from evald_server.store import _sql_dispatch as dispatch
+from evald_server.store import _sql_reads as reads
+from evald_server.store import _sql_transitions as transitions
+from evald_server.store._db_thread import DbThread
+from evald_server.store._errors import StoreError
+from evald_server.store._records import (
+    Claim,
+    CompletionReport,
+    Counters,
+    DatasetRow,
+    EventRow,
+    FinishReport,
+    Json,
+    NewEvent,
+    NewRun,
+    NewTask,
+    ProfileInputs,
+    RecordRow,
+    RunRow,
+    SubtaskOutcome,
+    SubtaskRow,
+    TaskFinish,
+    TaskRow,
+    TransitionReport,
+)
+from evald_server.store._schema import migrate
+from evald_server.store._sql_common import append_events, transaction
+
+T = TypeVar("T")
+
+_SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+
+
+class SqliteStore:
+    """``Store`` on one SQLite file. Create with ``await SqliteStore.open(...)``."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: str = "normal",
+        readers: int = 2,
+        events_retained_per_run: int = 100_000,
+    ) -> None:
+        if synchronous not in _SYNCHRONOUS:
+            raise StoreError(
+                f"synchronous must be one of {sorted(_SYNCHRONOUS)}, not {synchronous!r}"
+            )
+        self.path = path
+        self.owner = f"evald-{uuid.uuid4().hex[:12]}"
+        self._synchronous = _SYNCHRONOUS[synchronous]
+        self._retain = events_retained_per_run
+        self._writer = DbThread("evald-store-writer", self._connect_writer)
+        self._readers = [
+            DbThread(f"evald-store-reader-{i}", self._connect_reader) for i in range(readers)
+        ]
+        self._next_reader = 0
+
+    @classmethod
+    async def open(
+        cls, path: Path, *, synchronous: str = "normal", events_retained_per_run: int = 100_000
+    ) -> "SqliteStore":
+        store = cls(path, synchronous=synchronous, events_retained_per_run=events_retained_per_run)
+        await store._writer.start()  # creates the file and migrates before readers open it
+        for reader in store._readers:
+            await reader.start()
+        return store
+
+    @classmethod
+    async def from_url(cls, url: str, *, events_retained_per_run: int = 100_000) -> "SqliteStore":
+        """``sqlite:///relative/path`` or ``sqlite:////absolute/path``, with an optional
+        ``?synchronous=normal|full``."""
+        parts = urlsplit(url)
+        if parts.scheme != "sqlite" or not parts.path.startswith("/") or len(parts.path) < 2:
+            raise StoreError(f"not a sqlite:/// URL with a file path: {url!r}")
+        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        unknown = set(options) - {"synchronous"}
+        if unknown:
+            raise StoreError(f"unknown store URL options: {sorted(unknown)}")
+        return await cls.open(
+            Path(parts.path[1:]),
+            synchronous=options.get("synchronous", "normal"),
+            events_retained_per_run=events_retained_per_run,
+        )
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA journal_mode = WAL")
+        migrate(conn)
+        return conn
+
+    def _connect_reader(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute("PRAGMA cache_size = -16000")  # 16 MB page cache per connection
+        return conn
+
+    async def close(self) -> None:
+        for reader in self._readers:
+            await reader.close()
+        await self._writer.close()
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._writer.call(fn, *args)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        reader = self._readers[self._next_reader]
+        self._next_reader = (self._next_reader + 1) % len(self._readers)
+        return await reader.call(fn, *args)
+
+    # Datasets.
+    async def create_dataset(
+        self, dataset: DatasetRow, records: Iterable[RecordRow]
+    ) -> tuple[DatasetRow, bool]:
+        return await self._write(ds.create_dataset, dataset, records)
+
+    async def find_dataset(self, tenant: str, name: str, version: str) -> DatasetRow | None:
+        return await self._read(ds.find_dataset, tenant, name, version)
+
+    async def get_dataset(self, dataset_id: str) -> DatasetRow | None:
+        return await self._read(ds.get_dataset, dataset_id)
+
+    async def list_datasets(
+        self, tenant: str, after: tuple[float, str] | None, limit: int
+    ) -> list[DatasetRow]:
+        return await self._read(ds.list_datasets, tenant, after, limit)
+
+    async def read_records(self, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]:
+        return await self._read(ds.read_records, dataset_id, idxs)
+
+    # Runs.
+    async def create_run(self, run: NewRun, tasks: Sequence[NewTask]) -> tuple[RunRow, bool]:
+        return await self._write(dispatch.create_run, run, tasks, self._retain)
+
+    async def get_run(self, run_id: str) -> RunRow | None:
+        return await self._read(reads.get_run, run_id)
+
+    async def list_runs(
+        self, tenant: str, after: tuple[float, str] | None, limit: int
+    ) -> list[RunRow]:
+        return await self._read(reads.list_runs, tenant, after, limit)
+
+    async def live_run_ids(self) -> list[str]:
+        return await self._read(reads.live_run_ids)
+
+    async def get_tasks(self, run_id: str) -> list[TaskRow]:
+        return await self._read(reads.get_tasks, run_id)
+
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        return await self._read(reads.get_task, task_id)
+
+    # Execution.
+    async def claim_ready(self, run_id: str, model_id: str, limit: int, now: float) -> Claim:
+        return await self._write(
+            dispatch.claim_ready, run_id, model_id, limit, self.owner, now, self._retain
+        )
+
+    async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
+        return await self._write(dispatch.complete, outcomes, self.owner, now, self._retain)
+
+    async def requeue_running(self, *, owner: str | None, now: float) -> int:
+        return await self._write(transitions.requeue_running, owner, now)
+
+    async def cancel_run(self, run_id: str, now: float) -> TransitionReport:
+        return await self._write(transitions.cancel_run, run_id, now, self._retain)
+
+    async def retry_failed(
+        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str], now: float
+    ) -> TransitionReport:
+        return await self._write(
+            transitions.retry_failed, run_id, task_ids, categories, now, self._retain
+        )
+
+    async def fail_model_work(
+        self, run_id: str, model_id: str, error: EvalError, now: float
+    ) -> list[str]:
+        return await self._write(transitions.fail_model_work, run_id, model_id, error, now)
+
+    # Scoring and results.
+    async def scoring_task_ids(self) -> list[str]:
+        return await self._read(reads.scoring_task_ids)
+
+    async def task_subtasks(
+        self, task_id: str, states: Sequence[SubtaskState], after_row: int, limit: int
+    ) -> list[SubtaskRow]:
+        return await self._read(reads.task_subtasks, task_id, states, after_row, limit)
+
+    async def profile_inputs(self, task_id: str) -> ProfileInputs:
+        return await self._read(reads.profile_inputs, task_id)
+
+    async def finish_task(self, finish: TaskFinish) -> FinishReport:
+        return await self._write(transitions.finish_task, finish, self._retain)
+
+    async def read_results(self, run_id: str) -> list[tuple[str, Json]]:
+        return await self._read(reads.read_results, run_id)
+
+    async def recount_task(self, task_id: str) -> Counters:
+        return await self._read(reads.recount_task, task_id)
+
+    # Events.
+    async def append_events(self, run_id: str, events: Sequence[NewEvent]) -> list[EventRow]:
+        return await self._write(_append, run_id, events, self._retain)
+
+    async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]:
+        return await self._read(reads.read_events, run_id, after_seq, limit)
+
+
+def _append(
+    conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent], retain: int
+) -> list[EventRow]:
+    with transaction(conn):
+        return append_events(conn, run_id, events, retain)
+
+
+def now() -> float:
+    """The store's clock: wall time, because retry times must survive a restart."""
+    return time.time()
