@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contract_tests._support import BASELINES, REPO_ROOT, run_gate
+from contract_tests._support import BASELINES, REPO_ROOT, baseline_pool, run_gate
 
 # (file under proto/evald/v1, text that occurs exactly once, replacement)
 Edit = tuple[str, str, str]
@@ -164,12 +164,20 @@ def test_lint_and_format_failures_fail_the_gate(tmp_path: Path) -> None:
     assert "contract gate: format   FAILED" in output
 
 
-def test_codegen_drift_is_caught_and_named(tmp_path: Path) -> None:
-    root = _workspace_copy(tmp_path)
-    generated = root / "clients" / "evald"
+def _with_release_files(root: Path) -> Path:
+    """Add the generated code and the baselines to a workspace copy."""
     shutil.copytree(
-        REPO_ROOT / "clients" / "evald", generated, ignore=shutil.ignore_patterns("__pycache__")
+        REPO_ROOT / "clients" / "evald",
+        root / "clients" / "evald",
+        ignore=shutil.ignore_patterns("__pycache__"),
     )
+    shutil.copytree(BASELINES[0].parent, root / "contract_tests" / "baselines")
+    return root
+
+
+def test_codegen_drift_is_caught_and_named(tmp_path: Path) -> None:
+    root = _with_release_files(_workspace_copy(tmp_path))
+    generated = root / "clients" / "evald"
     rc, output = _gate(root, "codegen")
     assert rc == 0, output
 
@@ -182,3 +190,27 @@ def test_codegen_drift_is_caught_and_named(tmp_path: Path) -> None:
     assert "differs: evald/v1/run_pb2.pyi" in output
     assert "missing (not committed): evald/v1/sample_pb2.py" in output
     assert "stale (no longer generated): evald/v1/leftover_pb2.py" in output
+
+
+def test_cut_baseline_releases_a_version(tmp_path: Path) -> None:
+    root = _with_release_files(_workspace_copy(tmp_path))
+    baselines = root / "contract_tests" / "baselines"
+
+    done = run_gate("--root", str(root), "--cut-baseline", "1.0.1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    image = baselines / "evald-v1.0.1.binpb"
+    assert baseline_pool(image).FindMessageTypeByName("evald.v1.TaskEvaluationResult")
+    v1_init = (root / "clients" / "evald" / "v1" / "__init__.py").read_text(encoding="utf-8")
+    assert 'CONTRACT_VERSION = "1.0.1"' in v1_init
+    assert _gate(root, "codegen")[0] == 0  # the cut left the generated code in sync
+
+    done = run_gate("--root", str(root), "--cut-baseline", "1.0.1")
+    assert done.returncode == 2
+    assert "1.0.1 is not newer than evald-v1.0.1.binpb" in done.stderr
+
+    _apply(root, BREAKING_EDITS["rename an RPC"][0])
+    done = run_gate("--root", str(root), "--cut-baseline", "1.0.2")
+    assert done.returncode == 2
+    assert "contract gate: breaking FAILED" in done.stdout
+    assert "no baseline written" in done.stderr
+    assert not (baselines / "evald-v1.0.2.binpb").exists()

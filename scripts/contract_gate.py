@@ -8,7 +8,8 @@ Checks, each run even when an earlier one failed; the exit status is 1 if any fa
     codegen   scripts/gen_protos.py reproduces the committed clients/evald byte for byte
 
 Releasing a contract version freezes it as a baseline image that later changes are
-checked against (the checks run first; the image is written only if all pass):
+checked against (the checks run first; the image is written only if all pass, then the
+generated code is refreshed so that evald.v1.CONTRACT_VERSION names the new version):
 
     python scripts/contract_gate.py --cut-baseline 1.1.0
 
@@ -29,10 +30,9 @@ from pathlib import Path
 import gen_protos
 
 ROOT = gen_protos.ROOT
-BASELINES_DIR = Path("contract_tests") / "baselines"
+BASELINES_DIR = gen_protos.BASELINES_DIR
 CHECKS = ("lint", "format", "breaking", "codegen")
 
-_BASELINE_NAME = re.compile(r"^evald-v(\d+)\.(\d+)\.(\d+)\.binpb$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _BUF_TIMEOUT_S = 120
 
@@ -59,23 +59,9 @@ def buf_binary() -> str:
     return found
 
 
-Version = tuple[int, int, int]
-
-
-def released_baselines(baselines_dir: Path) -> list[tuple[Version, Path]]:
-    """The baseline images under ``baselines_dir`` with their versions, oldest first."""
-    found = []
-    for path in baselines_dir.glob("evald-v*.binpb"):
-        match = _BASELINE_NAME.match(path.name)
-        if match is not None:
-            major, minor, patch = (int(part) for part in match.groups())
-            found.append(((major, minor, patch), path))
-    return sorted(found)
-
-
 def newest_baseline(baselines_dir: Path) -> Path | None:
     """The baseline image of the highest released version, if any."""
-    released = released_baselines(baselines_dir)
+    released = gen_protos.released_baselines(baselines_dir)
     return released[-1][1] if released else None
 
 
@@ -165,7 +151,8 @@ def run_checks(root: Path, against: Path | None, checks: Sequence[str]) -> list[
 
 
 def cut_baseline(root: Path, version: str) -> Path:
-    """Write the baseline image of contract version ``version`` (after all checks pass)."""
+    """Release ``version``: after every check passes, write its baseline image and
+    regenerate clients/evald so that CONTRACT_VERSION names it."""
     match = _VERSION.match(version)
     if match is None:
         raise GateError(f"--cut-baseline: {version!r} is not MAJOR.MINOR.PATCH, e.g. 1.1.0")
@@ -176,7 +163,7 @@ def cut_baseline(root: Path, version: str) -> Path:
             "proto package (evald.v2) with its own baselines"
         )
     baselines = root / BASELINES_DIR
-    released = released_baselines(baselines)
+    released = gen_protos.released_baselines(baselines)
     previous = released[-1][1] if released else None
     if released and (major, minor, patch) <= released[-1][0]:
         raise GateError(f"--cut-baseline: {version} is not newer than {released[-1][1].name}")
@@ -190,6 +177,10 @@ def cut_baseline(root: Path, version: str) -> Path:
     done = _run_buf(root, "build", "proto", "--exclude-source-info", "-o", str(target.resolve()))
     if done.returncode != 0:
         raise GateError(f"buf build failed:\n{done.stdout}{done.stderr}")
+    try:
+        gen_protos.generate(root / gen_protos.CLIENTS_DIR, root)
+    except gen_protos.GenerationError as exc:
+        raise GateError(f"baseline written, but regenerating clients/evald failed: {exc}") from exc
     return target
 
 
@@ -225,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cut_baseline:
             target = cut_baseline(root, args.cut_baseline)
-            print(f"contract gate: wrote {target.relative_to(root)}; commit it with the release")
+            print(
+                f"contract gate: wrote {target.relative_to(root)} and regenerated "
+                f"{gen_protos.CLIENTS_DIR / gen_protos.PACKAGE} (CONTRACT_VERSION "
+                f"{args.cut_baseline}); commit both with the release"
+            )
             return 0
         against = args.against or newest_baseline(ROOT / BASELINES_DIR)
         checks = [name for name in CHECKS if not args.check or name in args.check]
