@@ -1,0 +1,325 @@
+"""``AsyncEvaldClient``: the typed asyncio client of ``evald.v1.EvaluationService``."""
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import aclosing
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import grpc
+
+from evald.v1 import dataset_pb2, run_pb2, service_pb2, service_pb2_grpc
+from evald_client import _convert as convert
+from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig, open_channel
+from evald_client._enums import ErrorCategory, RunState, SubtaskState, TaskType
+from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
+from evald_client._events import RunEvent
+from evald_client._models import (
+    Dataset,
+    DatasetRef,
+    GenerationParams,
+    Model,
+    RetryOutcome,
+    RetryPolicy,
+    Run,
+    Sample,
+)
+from evald_client._results import TaskResult
+from evald_client._upload import chunks_from_path, chunks_from_records
+from evald_client._watch import ReconnectPolicy, watch_events
+
+DEFAULT_CHUNK_BYTES = 256 * 1024
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class AsyncEvaldClient:
+    """A client of one evald server, for asyncio code (grpc.aio underneath).
+
+    ``timeout_s`` is the deadline of every call except ``watch`` (which lives as long as
+    the run). Use as ``async with AsyncEvaldClient("127.0.0.1:50051") as client: …``,
+    or call ``close()``. Every failure raises an ``EvaldError`` subclass.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        token: str | None = None,
+        tls: bool | TlsConfig = False,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        reconnect: ReconnectPolicy | None = None,
+    ) -> None:
+        self._target = target
+        self._channel = open_channel(target, tls=tls, max_message_bytes=max_message_bytes)
+        self._stub = service_pb2_grpc.EvaluationServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
+        self._timeout_s = timeout_s
+        self._max_message_bytes = max_message_bytes
+        self._reconnect = reconnect or ReconnectPolicy()
+
+    @property
+    def target(self) -> str:
+        return self._target
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel; calls still in flight are cancelled."""
+        await self._channel.close()
+
+    async def _call(self, rpc: Any, request: Any) -> Any:
+        try:
+            return await rpc(request, metadata=self._metadata, timeout=self._timeout_s)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from exc
+
+    async def _pages(self, rpc: Any, request: Any, items: str) -> AsyncIterator[Any]:
+        """Every item of every page; fails (rather than loops) if a token comes back."""
+        seen: set[str] = set()
+        while True:
+            response = await self._call(rpc, request)
+            for item in getattr(response, items):
+                yield item
+            token: str = response.next_page_token
+            if not token:
+                return
+            if token in seen:
+                raise InternalError(f"the server repeated page token {token!r}", code="INTERNAL")
+            seen.add(token)
+            request.page_token = token
+
+    # -- models and datasets ----------------------------------------------------------------
+
+    async def list_models(self) -> list[Model]:
+        """The models runs may use, sorted by id."""
+        response = await self._call(self._stub.ListModels, service_pb2.ListModelsRequest())
+        return [convert.model_from_proto(m) for m in response.models]
+
+    async def upload_dataset(
+        self,
+        *,
+        name: str,
+        version: str,
+        task_type: TaskType | str,
+        path: Path | str | None = None,
+        records: Iterable[Mapping[str, Any]] | None = None,
+        prompt_template: str | None = None,
+        request_id: str | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    ) -> Dataset:
+        """Upload a dataset version from a JSONL file (streamed as is) or from records.
+
+        Exactly one of ``path`` and ``records`` is given. A bad record fails the whole
+        upload with ``DatasetInvalid`` (metadata: line, field); nothing is stored. The
+        same name, version and content again returns the stored dataset.
+        """
+        if (path is None) == (records is None):
+            raise ValueError("upload_dataset: give exactly one of path and records")
+        if not 1 <= chunk_bytes <= self._max_message_bytes - 1024:
+            raise ValueError(f"chunk_bytes must be in 1..{self._max_message_bytes - 1024}")
+        header = dataset_pb2.UploadDatasetHeader(
+            name=name,
+            benchmark_version=version,
+            task_type=convert.task_type_to_proto(TaskType(task_type)),
+            request_id=request_id or "",
+        )
+        if prompt_template is not None:
+            header.prompt_template = prompt_template
+        chunks = (
+            chunks_from_path(Path(path), chunk_bytes)
+            if path is not None
+            else chunks_from_records(records or (), chunk_bytes)
+        )
+        call = self._stub.UploadDataset(metadata=self._metadata, timeout=self._timeout_s)
+        try:
+            try:
+                await call.write(service_pb2.UploadDatasetRequest(header=header))
+                async for chunk in chunks:
+                    await call.write(service_pb2.UploadDatasetRequest(chunk=chunk))
+                await call.done_writing()
+            except asyncio.InvalidStateError:
+                pass  # the server answered early (a rejection): awaiting the call says why
+            response = await call
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from exc
+        except BaseException:
+            call.cancel()  # e.g. an unserialisable record: nothing may be stored
+            raise
+        return convert.dataset_from_proto(response.dataset)
+
+    async def get_dataset(
+        self,
+        *,
+        dataset_id: str | None = None,
+        name: str | None = None,
+        version: str | None = None,
+    ) -> Dataset:
+        """One dataset version, by ``dataset_id`` or by ``name`` and ``version``."""
+        if dataset_id is not None:
+            request = service_pb2.GetDatasetRequest(dataset_id=dataset_id)
+        elif name is not None and version is not None:
+            ref = dataset_pb2.DatasetRef(name=name, benchmark_version=version)
+            request = service_pb2.GetDatasetRequest(ref=ref)
+        else:
+            raise ValueError("get_dataset: give dataset_id, or name and version")
+        response = await self._call(self._stub.GetDataset, request)
+        return convert.dataset_from_proto(response.dataset)
+
+    async def list_datasets(
+        self,
+        *,
+        name: str | None = None,
+        task_type: TaskType | str | None = None,
+        page_size: int = 0,
+    ) -> AsyncIterator[Dataset]:
+        """Dataset versions, newest first, fetched page by page."""
+        request = service_pb2.ListDatasetsRequest(page_size=page_size, name=name or "")
+        if task_type is not None:
+            request.task_type = convert.task_type_to_proto(TaskType(task_type))
+        async for item in self._pages(self._stub.ListDatasets, request, "datasets"):
+            yield convert.dataset_from_proto(item)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    async def create_run(
+        self,
+        *,
+        models: Sequence[str],
+        datasets: Sequence[DatasetRef | tuple[str, str]],
+        name: str = "",
+        max_concurrency: int | None = None,
+        repeat: int = 1,
+        retry_policy: RetryPolicy | None = None,
+        generation: GenerationParams | None = None,
+        labels: Mapping[str, str] | None = None,
+        request_id: str | None = None,
+    ) -> Run:
+        """Submit a run of every model × every dataset version; returns it accepted."""
+        refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
+        spec = run_pb2.RunSpec(
+            name=name,
+            model_ids=list(models),
+            datasets=[convert.dataset_ref_to_proto(ref) for ref in refs],
+            repeat=repeat,
+            labels=dict(labels or {}),
+        )
+        if max_concurrency is not None:
+            spec.max_concurrency = max_concurrency
+        if retry_policy is not None:
+            spec.retry_policy.CopyFrom(convert.retry_policy_to_proto(retry_policy))
+        if generation is not None:
+            spec.generation_overrides.CopyFrom(convert.generation_to_proto(generation))
+        request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
+        response = await self._call(self._stub.CreateRun, request)
+        return convert.run_from_proto(response.run)
+
+    async def get_run(self, run_id: str) -> Run:
+        """The run's spec, state and progress now."""
+        request = service_pb2.GetRunRequest(run_id=run_id)
+        response = await self._call(self._stub.GetRun, request)
+        return convert.run_from_proto(response.run)
+
+    async def list_runs(
+        self, *, states: Iterable[RunState] = (), page_size: int = 0
+    ) -> AsyncIterator[Run]:
+        """Runs, newest first, optionally only in some states, fetched page by page."""
+        request = service_pb2.ListRunsRequest(
+            page_size=page_size, states=[convert.run_state_to_proto(s) for s in states]
+        )
+        async for item in self._pages(self._stub.ListRuns, request, "runs"):
+            yield convert.run_from_proto(item)
+
+    async def cancel_run(self, run_id: str) -> Run:
+        """Cancel the run (a terminal run is returned unchanged)."""
+        request = service_pb2.CancelRunRequest(run_id=run_id)
+        response = await self._call(self._stub.CancelRun, request)
+        return convert.run_from_proto(response.run)
+
+    async def retry_run(
+        self,
+        run_id: str,
+        *,
+        task_ids: Iterable[str] = (),
+        categories: Iterable[ErrorCategory] = (),
+    ) -> RetryOutcome:
+        """Re-queue a terminal run's permanently failed samples (optionally only some)."""
+        request = service_pb2.RetryRunRequest(
+            run_id=run_id,
+            task_ids=list(task_ids),
+            categories=[convert.category_to_proto(c) for c in categories],
+        )
+        response = await self._call(self._stub.RetryRun, request)
+        return RetryOutcome(run=convert.run_from_proto(response.run), requeued=response.requeued)
+
+    def watch(self, run_id: str, *, after_seq: int = 0) -> AsyncGenerator[RunEvent, None]:
+        """The run's events with seq > ``after_seq``, then live, until its terminal state.
+
+        Reconnects on UNAVAILABLE and resumes after the last event received (no gap,
+        no duplicate). Breaking out of the loop cancels the stream.
+        """
+
+        def open_stream(request: service_pb2.WatchRunRequest) -> Any:
+            return self._stub.WatchRun(request, metadata=self._metadata)
+
+        async def run_is_terminal() -> bool:
+            return (await self.get_run(run_id)).is_terminal
+
+        return watch_events(open_stream, run_is_terminal, run_id, after_seq, self._reconnect)
+
+    async def wait(self, run_id: str, *, timeout_s: float | None = None) -> Run:
+        """Wait until the run is terminal and return it; ``DeadlineExceeded`` after
+        ``timeout_s`` seconds if given."""
+        try:
+            with anyio.fail_after(timeout_s):
+                run = await self.get_run(run_id)
+                if run.is_terminal:
+                    return run
+                async with aclosing(self.watch(run_id, after_seq=run.last_seq)) as events:
+                    async for _ in events:
+                        pass
+                return await self.get_run(run_id)
+        except TimeoutError as exc:
+            raise DeadlineExceeded(
+                f"run {run_id!r} was not terminal after {timeout_s} s", code="DEADLINE_EXCEEDED"
+            ) from exc
+
+    async def results(self, run_id: str, *, task_ids: Iterable[str] = ()) -> list[TaskResult]:
+        """One typed result per scored task of the run, in the run's task order."""
+        request = service_pb2.ListResultsRequest(run_id=run_id, task_ids=list(task_ids))
+        return [
+            convert.result_from_proto(item)
+            async for item in self._pages(self._stub.ListResults, request, "results")
+        ]
+
+    async def samples(
+        self,
+        run_id: str,
+        *,
+        task_id: str | None = None,
+        state: SubtaskState | Iterable[SubtaskState] | None = None,
+        page_size: int = 0,
+    ) -> AsyncIterator[Sample]:
+        """Per-sample rows of the run, optionally of one task and in some states."""
+        states = [state] if isinstance(state, SubtaskState) else list(state or ())
+        request = service_pb2.ListSamplesRequest(
+            run_id=run_id,
+            task_id=task_id or "",
+            states=[convert.subtask_state_to_proto(s) for s in states],
+            page_size=page_size,
+        )
+        async for item in self._pages(self._stub.ListSamples, request, "samples"):
+            yield convert.sample_from_proto(item)

@@ -1,0 +1,109 @@
+"""The enums of the evald.v1 contract, as Python ``StrEnum``s.
+
+Each member mirrors the proto value of the same name without its prefix
+(``TASK_TYPE_QA`` → ``TaskType.QA``); values are lower-case strings, the spelling the
+CLI and JSON output use. A value the client does not know (a newer server) reads as
+``UNSPECIFIED`` instead of failing.
+"""
+
+from enum import StrEnum
+
+
+class TaskType(StrEnum):
+    """What kind of evaluation a dataset holds; selects the record schema and scorer."""
+
+    UNSPECIFIED = "unspecified"
+    CLASSIFICATION = "classification"
+    QA = "qa"
+    NER = "ner"
+    SUMMARIZATION = "summarization"
+    GENERATION = "generation"
+
+
+class RunState(StrEnum):
+    """The lifecycle of a run."""
+
+    UNSPECIFIED = "unspecified"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the run will not change state again (until a RetryRun)."""
+        return self in _TERMINAL_RUN_STATES
+
+
+_TERMINAL_RUN_STATES = frozenset(
+    {RunState.SUCCEEDED, RunState.PARTIAL, RunState.FAILED, RunState.CANCELLED}
+)
+
+
+class TaskState(StrEnum):
+    """The lifecycle of one task (model × dataset)."""
+
+    UNSPECIFIED = "unspecified"
+    PENDING = "pending"
+    RUNNING = "running"
+    SCORING = "scoring"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the task has been scored or cancelled."""
+        return self in _TERMINAL_TASK_STATES
+
+
+_TERMINAL_TASK_STATES = frozenset(
+    {TaskState.SUCCEEDED, TaskState.PARTIAL, TaskState.FAILED, TaskState.CANCELLED}
+)
+
+
+class SubtaskState(StrEnum):
+    """The lifecycle of one sample (record × model × repeat index).
+
+    ``FAILED`` means failed transiently and waiting for the engine's next attempt.
+    """
+
+    UNSPECIFIED = "unspecified"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    FAILED_PERMANENT = "failed_permanent"
+    CANCELLED = "cancelled"
+
+
+class ResultStatus(StrEnum):
+    """The status of a task's result."""
+
+    UNSPECIFIED = "unspecified"
+    SUCCESS = "success"
+    PARTIAL_SUCCESS = "partial_success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ErrorCategory(StrEnum):
+    """Who has to act to fix a failure."""
+
+    UNSPECIFIED = "unspecified"
+    DATASET_INVALID = "dataset_invalid"
+    MODEL_PROVIDER_ERROR = "model_provider_error"
+    EVAL_OPERATOR_ERROR = "eval_operator_error"
+    REQUEST_INVALID = "request_invalid"
+
+
+class IntervalMethod(StrEnum):
+    """How a metric's confidence interval was computed."""
+
+    UNSPECIFIED = "unspecified"
+    BOOTSTRAP_PERCENTILE = "bootstrap_percentile"
+    WILSON = "wilson"
+    NORMAL = "normal"

@@ -1,0 +1,68 @@
+"""The events of a run's log, as streamed by ``watch``.
+
+Every event has the ``seq`` of its place in the log; ``Heartbeat`` repeats the current
+seq and is not itself logged.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from evald_client._enums import RunState
+from evald_client._models import EvalError, RunProgress
+from evald_client._results import TaskResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEvent:
+    """The base of every event variant."""
+
+    seq: int
+    run_id: str
+    event_time: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateChanged(RunEvent):
+    """The run changed state; a terminal ``state`` is the stream's last event."""
+
+    state: RunState
+    previous: RunState
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state.is_terminal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress(RunEvent):
+    """A coalesced progress snapshot; ``eta_s`` is ``None`` when unknown."""
+
+    progress: RunProgress
+    throughput_per_s: float
+    eta_s: float | None
+    completed_since_last: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskScored(RunEvent):
+    """A task's result is ready."""
+
+    result: TaskResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampleFailed(RunEvent):
+    """A subtask failed for good; the run goes on."""
+
+    task_id: str
+    subtask_id: str
+    record_id: str
+    repeat_index: int
+    model_id: str
+    attempts: int
+    error: EvalError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat(RunEvent):
+    """Nothing else happened for a while; ``seq`` is the run's current seq."""

@@ -1,0 +1,209 @@
+"""The typed objects of datasets, models, runs and samples (converted in ``_convert``).
+
+All are frozen: they are snapshots of what the server said. ``GenerationParams``,
+``RetryPolicy`` and ``DatasetRef`` are also built by callers, for ``create_run``.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from evald_client._enums import (
+    ErrorCategory,
+    ResultStatus,
+    RunState,
+    SubtaskState,
+    TaskState,
+    TaskType,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GenerationParams:
+    """Sampling parameters; ``None`` (or an empty ``stop``) means "keep the default"."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How the engine retries transient provider failures; ``None`` means the server's
+    default. ``backoff_s`` are the delays before retry 1, 2, …; the last one repeats."""
+
+    max_retries: int | None = None
+    backoff_s: tuple[float, ...] = ()
+    jitter_fraction: float | None = None
+    retry_after_cap_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRef:
+    """One dataset version, by name and version label."""
+
+    name: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dataset:
+    """An immutable, versioned dataset stored on the server."""
+
+    dataset_id: str
+    name: str
+    version: str
+    task_type: TaskType
+    record_count: int
+    content_sha256: str
+    prompt_template: str
+    created_time: datetime | None
+    size_bytes: int
+
+    @property
+    def ref(self) -> DatasetRef:
+        return DatasetRef(self.name, self.version)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Model:
+    """A model of the server's registry (never with secrets)."""
+
+    model_id: str
+    provider: str
+    provider_model: str
+    max_concurrency: int
+    timeout_s: float | None
+    default_params: GenerationParams
+    streaming: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalError:
+    """A failure recorded as data: per sample or per task. ``reason`` is the contract's
+    ErrorReason name, e.g. ``"PROVIDER_TIMEOUT"``."""
+
+    category: ErrorCategory
+    reason: str
+    message: str
+    retryable: bool
+    http_equivalent: int
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubtaskCounts:
+    """Subtask counts by state; ``total`` is their sum."""
+
+    total: int = 0
+    pending: int = 0
+    running: int = 0
+    retrying: int = 0
+    succeeded: int = 0
+    failed_permanent: int = 0
+    cancelled: int = 0
+
+    @property
+    def finished(self) -> int:
+        """Subtasks in a terminal state."""
+        return self.succeeded + self.failed_permanent + self.cancelled
+
+    @property
+    def success_rate(self) -> float | None:
+        """Succeeded over succeeded + failed for good; ``None`` before either happened."""
+        done = self.succeeded + self.failed_permanent
+        return self.succeeded / done if done else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskProgress:
+    """The progress of one task (one model × one dataset version)."""
+
+    task_id: str
+    model_id: str
+    dataset: DatasetRef
+    task_type: TaskType
+    state: TaskState
+    counts: SubtaskCounts
+    result_status: ResultStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunProgress:
+    """Run-wide counts and one row per task, models outer, datasets inner."""
+
+    counts: SubtaskCounts = SubtaskCounts()
+    tasks: tuple[TaskProgress, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSpec:
+    """What a run evaluates, as the server accepted it."""
+
+    name: str
+    model_ids: tuple[str, ...]
+    datasets: tuple[DatasetRef, ...]
+    max_concurrency: int | None
+    repeat: int
+    retry_policy: RetryPolicy
+    generation: GenerationParams
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """A submitted run: spec, state, progress. ``last_seq`` is where a watch that should
+    see only later events starts."""
+
+    run_id: str
+    spec: RunSpec
+    state: RunState
+    progress: RunProgress
+    created_time: datetime | None
+    started_time: datetime | None
+    finished_time: datetime | None
+    last_seq: int
+    request_id: str
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state.is_terminal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryOutcome:
+    """The answer of ``retry_run``: the run after the retry, and how many subtasks were
+    re-queued."""
+
+    run: Run
+    requeued: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """One subtask as a row: what was sent, what came back, how it scored."""
+
+    subtask_id: str
+    task_id: str
+    model_id: str
+    record_id: str
+    repeat_index: int
+    state: SubtaskState
+    input: str
+    expected: str
+    output: str
+    scores: Mapping[str, float]
+    flags: tuple[str, ...]
+    attempts: int
+    latency_ms: float | None
+    ttft_ms: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    first_error: EvalError | None
+    last_error: EvalError | None
+    finished_time: datetime | None

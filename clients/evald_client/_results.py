@@ -1,0 +1,230 @@
+"""The typed TaskEvaluationResult: a generic shell around one payload per task type."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from evald_client._enums import IntervalMethod, ResultStatus, TaskType
+from evald_client._models import EvalError, GenerationParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelIdentity:
+    """Which model produced a result, with its effective generation parameters."""
+
+    model_id: str
+    provider: str
+    provider_model: str
+    params: GenerationParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchmarkRef:
+    """The dataset version a result was computed on."""
+
+    name: str
+    version: str
+    content_sha256: str
+    record_count: int
+    dataset_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricInterval:
+    """A confidence interval of a metric."""
+
+    lower: float
+    upper: float
+    confidence_level: float
+    method: IntervalMethod
+    resamples: int
+    seed: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricUncertainty:
+    """A metric's bootstrap and (where a closed form applies) analytic interval."""
+
+    bootstrap: MetricInterval | None
+    analytic: MetricInterval | None
+
+    @property
+    def preferred(self) -> MetricInterval | None:
+        """The bootstrap interval if there is one, else the analytic one."""
+        return self.bootstrap or self.analytic
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionProfile:
+    """How a task's inference went. Latencies are milliseconds, durations seconds."""
+
+    samples_total: int
+    samples_succeeded: int
+    samples_failed: int
+    samples_cancelled: int
+    wall_time_s: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p90_ms: float
+    latency_p99_ms: float
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    tokens_per_second: float
+    requests: int
+    retries: int
+    rate_limited: int
+    effective_concurrency: float
+    scoring_time_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepeatStats:
+    """Consistency across repeats of the same record (runs with repeat > 1)."""
+
+    repeats: int
+    records: int
+    mean_within_record_stddev: float
+    consistent_record_fraction: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """Everything needed to reproduce a result."""
+
+    contract_version: str
+    evald_version: str
+    scorer: str
+    prompt_template_sha256: str
+    dataset_sha256: str
+    python_version: str
+    platform: str
+    bootstrap_seed: int
+    dependencies: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorstExample:
+    """One of the worst-scored samples of a task (text fields possibly truncated)."""
+
+    record_id: str
+    repeat_index: int
+    input: str
+    expected: str
+    output: str
+    score: float
+    note: str
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassMetrics:
+    """One-vs-rest precision, recall and F1 of one label."""
+
+    label: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfusionMatrix:
+    """``rows[i][j]``: samples of gold ``labels[i]`` predicted ``labels[j]``;
+    ``unmapped[i]``: those of them whose output matched no label."""
+
+    labels: tuple[str, ...]
+    rows: tuple[tuple[int, ...], ...]
+    unmapped: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassificationPayload:
+    labels: tuple[str, ...]
+    confusion_matrix: ConfusionMatrix
+    per_class: tuple[ClassMetrics, ...]
+    unmapped_outputs: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QaPayload:
+    exact_match: float
+    f1: float
+    answered: int
+    no_answer_outputs: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntityTypeMetrics:
+    entity_type: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+    predicted: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NerPayload:
+    per_type: tuple[EntityTypeMetrics, ...]
+    unparseable_outputs: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RougeScore:
+    rouge_type: str
+    precision: float
+    recall: float
+    fmeasure: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummarizationPayload:
+    rouge: tuple[RougeScore, ...]
+    stemming: bool
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchModeStats:
+    match_mode: str
+    samples: int
+    correct: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GenerationPayload:
+    match_modes: tuple[MatchModeStats, ...]
+    worst_examples: tuple[WorstExample, ...]
+
+
+Payload = ClassificationPayload | QaPayload | NerPayload | SummarizationPayload | GenerationPayload
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskResult:
+    """The result of one task (one model × one dataset version).
+
+    ``metrics`` holds every headline metric flat (``accuracy``, ``f1_macro``…),
+    ``intervals`` their 95 % intervals under the same keys; ``payload`` is the
+    task-type-specific detail (``None`` when nothing could be scored).
+    """
+
+    task_id: str
+    run_id: str
+    task_type: TaskType
+    model: ModelIdentity
+    benchmark: BenchmarkRef
+    metrics: Mapping[str, float]
+    intervals: Mapping[str, MetricUncertainty]
+    execution: ExecutionProfile
+    repeat_stats: RepeatStats | None
+    status: ResultStatus
+    errors: tuple[EvalError, ...]
+    provenance: Provenance
+    created_time: datetime | None
+    payload: Payload | None
