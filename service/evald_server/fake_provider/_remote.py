@@ -61,11 +61,18 @@ class FakeControl:
 
 
 class FakeProcess:
-    """A fake provider in a child process; ``args`` are its command-line options."""
+    """A fake provider in a child process; ``args`` are its command-line options.
 
-    def __init__(self, *args: str, startup_timeout_s: float = 20.0) -> None:
+    Its stderr (errors, and its stats when it stops) goes to ours unless ``stderr``
+    says otherwise (e.g. ``subprocess.DEVNULL``).
+    """
+
+    def __init__(
+        self, *args: str, startup_timeout_s: float = 20.0, stderr: int | None = None
+    ) -> None:
         self._args: Sequence[str] = args
         self._startup_timeout_s = startup_timeout_s
+        self._stderr = stderr
         self._process: anyio.abc.Process | None = None
         self._base_url: str | None = None
 
@@ -87,7 +94,7 @@ class FakeProcess:
 
     async def start(self) -> str:
         command = [sys.executable, "-m", "evald_server.fake_provider", *self._args]
-        process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=None)
+        process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=self._stderr)
         self._process = process
         assert process.stdout is not None  # requested above
         try:

@@ -20,28 +20,29 @@ def tokens(text: str) -> int:
     return len(text.split())
 
 
+# The fake's hottest path: a template filled with json.dumps'd strings (a third of the
+# cost of dumping the whole dict), so the fake stays cheaper per request than any client.
+_COMPLETION = (
+    '{"id":"chatcmpl-fake-%d","object":"chat.completion","created":%d,"model":%s,'
+    '"choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":"stop"}],'
+    '"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}'
+)
+
+
 def completion_body(seq: int, model: str, text: str, prompt_tokens: int) -> bytes:
     completion_tokens = tokens(text)
-    return _dumps(
-        {
-            "id": f"chatcmpl-fake-{seq}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-    )
+    return (
+        _COMPLETION
+        % (
+            seq,
+            int(time.time()),
+            json.dumps(model, ensure_ascii=False),
+            json.dumps(text, ensure_ascii=False),
+            prompt_tokens,
+            completion_tokens,
+            prompt_tokens + completion_tokens,
+        )
+    ).encode()
 
 
 def stream_events(
