@@ -251,3 +251,24 @@ async def test_wait_until_times_out(fake: FakeProvider) -> None:
 def test_base_url_before_start_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="not started"):
         _ = FakeProvider().base_url
+
+
+def test_latency_fixed_log_normal_and_overridden() -> None:
+    ok = Behaviour.ok()
+    assert FakeConfig().latency_s(ok, 0, "k", 0) == 0.0
+    assert FakeConfig(latency_ms=50).latency_s(ok, 0, "k", 0) == 0.05
+    config = FakeConfig(latency_ms=50, latency_sigma=0.5, seed=1)
+    draws = sorted(config.latency_s(ok, i, f"k{i}", 0) for i in range(2_001))
+    # The sample median of 2,001 draws has a standard error of ~1.4 %: 10 % is 7 of them.
+    assert draws[1_000] == pytest.approx(0.05, rel=0.1)
+    assert draws[0] < 0.03 < 0.08 < draws[-1]
+    assert config.latency_s(Behaviour.ok(latency_ms=5), 0, "k", 0) == 0.005
+
+
+async def test_latency_delays_the_answer(fake: FakeProvider) -> None:
+    fake.configure(latency_ms=30)
+    async with aiohttp.ClientSession() as session:
+        await _post(session, fake.base_url, "slow")
+    [entry] = fake.journal.entries
+    assert entry.finished_at is not None
+    assert entry.finished_at - entry.started_at >= 0.029
