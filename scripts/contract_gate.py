@@ -3,7 +3,7 @@
 Checks, each run even when an earlier one failed; the exit status is 1 if any failed:
 
     lint      buf lint: STANDARD rules on proto/ (vendored googleapis excluded)
-    format    buf format --diff --exit-code: the protos are buf-formatted
+    format    buf format proto --diff --exit-code: evald's protos are buf-formatted
     breaking  buf breaking proto --against <newest released baseline> (FILE rules)
     codegen   scripts/gen_protos.py reproduces the committed clients/evald byte for byte
 
@@ -38,7 +38,7 @@ _BUF_TIMEOUT_S = 120
 
 
 class GateError(Exception):
-    """The gate cannot run (no buf binary, bad arguments, no baseline to cut from)."""
+    """The gate cannot run or cannot release (no buf, buf hung, a bad --cut-baseline)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +66,17 @@ def newest_baseline(baselines_dir: Path) -> Path | None:
 
 
 def _run_buf(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [buf_binary(), *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=_BUF_TIMEOUT_S,
-        check=False,
-    )
+    try:
+        return subprocess.run(
+            [buf_binary(), *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=_BUF_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise GateError(f"buf {args[0]} did not finish in {_BUF_TIMEOUT_S} s") from exc
 
 
 def _buf_check(name: str, root: Path, *args: str) -> CheckResult:
@@ -87,10 +90,10 @@ def check_lint(root: Path, against: Path | None) -> CheckResult:
 
 
 def check_format(root: Path, against: Path | None) -> CheckResult:
-    result = _buf_check("format", root, "format", "--diff", "--exit-code")
+    result = _buf_check("format", root, "format", "proto", "--diff", "--exit-code")
     if result.ok:
         return result
-    return CheckResult("format", False, f"{result.detail}\nfix: .venv/bin/buf format -w")
+    return CheckResult("format", False, f"{result.detail}\nfix: .venv/bin/buf format -w proto")
 
 
 def check_breaking(root: Path, against: Path | None) -> CheckResult:
