@@ -18,7 +18,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from contract_tests._support import FIXTURES_DIR
 
 # service_pb2 imports every evald.v1 module, registering its types in the default pool.
-from evald.v1 import enums_pb2, errors_pb2, result_pb2, service_pb2
+from evald.v1 import enums_pb2, errors_pb2, event_pb2, result_pb2, service_pb2  # noqa: F401
 
 MANIFEST = "MANIFEST.json"
 
@@ -329,8 +329,7 @@ def test_fixtures_cover_every_payload_event_kind_and_error_category() -> None:
     messages = _all_decoded()
     payload = result_pb2.TaskEvaluationResult.DESCRIPTOR.oneofs_by_name["payload"]
     assert {r.WhichOneof("payload") for r in _results(messages)} == {f.name for f in payload.fields}
-    run_event = service_pb2.WatchRunResponse.DESCRIPTOR.fields_by_name["event"]
-    kinds = run_event.message_type.oneofs_by_name["kind"]
+    kinds = event_pb2.RunEvent.DESCRIPTOR.oneofs_by_name["kind"]
     events = [getattr(m, "event", m) for m in messages]
     assert {_kind(e) for e in events} - {None} == {f.name for f in kinds.fields}
     categories = {
