@@ -1,0 +1,207 @@
+"""Intervals: Wilson values, bootstrap containment, shrinkage, seeding, and the
+vectorised resample statistics against recomputation on expanded sample lists."""
+
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from evald_server.domain import TaskType
+from evald_server.scoring import IntervalMethod, ScoreReport, ScoringSample, score_task, scorer_for
+from evald_server.scoring._common import BaseScorer
+from evald_server.scoring._intervals import (
+    GroupedSums,
+    bootstrap_distribution,
+    record_units,
+    wilson_interval,
+)
+from tests.scoring._factories import make_sample, samples_of
+
+PROPORTIONS = {"accuracy", "exact_match"}
+
+
+def _classification(rng: random.Random, n: int) -> list[ScoringSample]:
+    labels = ["a", "b", "c", "d"]
+    pairs = []
+    for _ in range(n):
+        gold = rng.choice(labels)
+        output = gold if rng.random() < 0.6 else rng.choice([*labels, "??"])
+        pairs.append(({"input": "x", "label": gold}, output))
+    return samples_of(pairs)
+
+
+def _qa(rng: random.Random, n: int) -> list[ScoringSample]:
+    words = ["red", "blue", "green", "sky", "sea"]
+    pairs = []
+    for _ in range(n):
+        answer = " ".join(rng.sample(words, 2))
+        output = rng.choice([answer, words[0], "nothing", f"{answer} {words[1]}"])
+        pairs.append(({"question": "q", "answers": [answer]}, output))
+    return samples_of(pairs)
+
+
+def _ner(rng: random.Random, n: int) -> list[ScoringSample]:
+    pairs = []
+    for i in range(n):
+        gold = [{"text": f"e{i}{j}", "type": rng.choice(["PER", "LOC"])} for j in range(3)]
+        predicted = [e for e in gold if rng.random() < 0.6] + [{"text": "zz", "type": "PER"}]
+        pairs.append(({"text": "t", "entities": gold}, str(predicted).replace("'", '"')))
+    return samples_of(pairs)
+
+
+def _summarization(rng: random.Random, n: int) -> list[ScoringSample]:
+    words = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
+    pairs = []
+    for _ in range(n):
+        summary = " ".join(rng.choices(words, k=6))
+        pairs.append(({"document": "d", "summary": summary}, " ".join(rng.choices(words, k=5))))
+    return samples_of(pairs)
+
+
+def _generation(rng: random.Random, n: int) -> list[ScoringSample]:
+    return samples_of(
+        [
+            ({"input": "q", "reference": "yes"}, "yes" if rng.random() < 0.7 else "no")
+            for _ in range(n)
+        ]
+    )
+
+
+BUILDERS: dict[TaskType, Callable[[random.Random, int], list[ScoringSample]]] = {
+    TaskType.CLASSIFICATION: _classification,
+    TaskType.QA: _qa,
+    TaskType.NER: _ner,
+    TaskType.SUMMARIZATION: _summarization,
+    TaskType.GENERATION: _generation,
+}
+
+
+def _check_intervals(report: ScoreReport, seed: int) -> None:
+    assert set(report.uncertainty) == set(report.metrics)
+    for metric, point in report.metrics.items():
+        uncertainty = report.uncertainty[metric]
+        boot = uncertainty.bootstrap
+        assert 0.0 <= boot.lower <= point <= boot.upper <= 1.0, metric
+        assert boot.method is IntervalMethod.BOOTSTRAP_PERCENTILE
+        assert (boot.resamples, boot.seed, boot.confidence_level) == (1000, seed, 0.95)
+        if metric in PROPORTIONS:
+            assert uncertainty.analytic is not None
+            assert uncertainty.analytic.method is IntervalMethod.WILSON
+            assert 0.0 <= uncertainty.analytic.lower <= point <= uncertainty.analytic.upper <= 1.0
+        else:
+            assert uncertainty.analytic is None
+
+
+@pytest.mark.parametrize("task_type", list(TaskType))
+@pytest.mark.parametrize("n", [1, 2, 7, 60])
+def test_intervals_contain_the_point_estimate(task_type: TaskType, n: int) -> None:
+    samples = BUILDERS[task_type](random.Random(n), n)
+    _check_intervals(score_task(task_type, samples, seed=n), seed=n)
+
+
+@pytest.mark.parametrize("task_type", list(TaskType))
+def test_intervals_shrink_as_n_grows(task_type: TaskType) -> None:
+    small = score_task(task_type, BUILDERS[task_type](random.Random(1), 100), seed=3)
+    large = score_task(task_type, BUILDERS[task_type](random.Random(2), 5000), seed=3)
+    for metric in small.metrics:
+        small_u, large_u = small.uncertainty[metric], large.uncertainty[metric]
+        small_width = small_u.bootstrap.upper - small_u.bootstrap.lower
+        large_width = large_u.bootstrap.upper - large_u.bootstrap.lower
+        assert 0 < large_width < small_width / 3, metric  # ~ 1/sqrt(50) ≈ 0.14 expected
+        if small_u.analytic is not None and large_u.analytic is not None:
+            small_width = small_u.analytic.upper - small_u.analytic.lower
+            assert large_u.analytic.upper - large_u.analytic.lower < small_width / 3
+
+
+def test_the_seed_decides_the_bootstrap() -> None:
+    samples = _classification(random.Random(0), 300)
+    first = score_task(TaskType.CLASSIFICATION, samples, seed=11)
+    again = score_task(TaskType.CLASSIFICATION, samples, seed=11)
+    other = score_task(TaskType.CLASSIFICATION, samples, seed=12)
+    assert first.uncertainty == again.uncertainty
+    assert first.uncertainty["f1_macro"] != other.uncertainty["f1_macro"]
+
+
+@pytest.mark.parametrize(
+    ("successes", "n", "lower", "upper"),
+    [
+        (8, 10, 0.4902, 0.9433),
+        (0, 10, 0.0, 0.2775),
+        (10, 10, 0.7225, 1.0),
+        (50, 100, 0.4038, 0.5962),
+    ],
+)
+def test_wilson_known_values(successes: int, n: int, lower: float, upper: float) -> None:
+    interval = wilson_interval(successes, n)
+    assert interval.lower == pytest.approx(lower, abs=1e-4)
+    assert interval.upper == pytest.approx(upper, abs=1e-4)
+
+
+@pytest.mark.parametrize("task_type", list(TaskType))
+def test_resample_statistic_equals_recomputation(task_type: TaskType) -> None:
+    """statistic(W) must equal the metrics of the sample list with sample i taken W[i] times."""
+    rng = random.Random(5)
+    samples = BUILDERS[task_type](rng, 40)
+    scorer = scorer_for(task_type)
+    assert isinstance(scorer, BaseScorer)
+    evaluation = scorer.evaluate(samples, samples)
+    weights = np.random.default_rng(0).integers(0, 4, size=(6, len(samples))).astype(np.float64)
+    weights[:, 0] += 1  # no empty resample
+    resampled = evaluation.statistic(weights)
+    for row in range(weights.shape[0]):
+        expanded = [s for s, w in zip(samples, weights[row], strict=True) for _ in range(int(w))]
+        expected = scorer.evaluate(expanded, samples).metrics
+        for metric, value in expected.items():
+            assert resampled[metric][row] == pytest.approx(value, abs=1e-12), metric
+
+
+def test_grouped_sums_match_a_loop() -> None:
+    rng = np.random.default_rng(1)
+    groups = rng.integers(-1, 5, size=50)
+    values = rng.random(50)
+    weights = rng.integers(0, 3, size=(4, 50)).astype(np.float64)
+    expected = np.zeros((4, 5))
+    for r in range(4):
+        for i in range(50):
+            if groups[i] >= 0:
+                expected[r, groups[i]] += weights[r, i] * values[i]
+    assert np.allclose(GroupedSums(groups, 5, values)(weights), expected)
+    # The segmented-sum path, used for many groups.
+    many = GroupedSums(groups, 1 << 20, values)(weights)
+    assert np.allclose(many[:, :5], expected)
+    assert not many[:, 5:].any()
+
+
+def test_bootstrap_draws_whole_records() -> None:
+    record_ids = ["a", "a", "b", "c", "c", "c"]
+    units, n_units = record_units(record_ids)
+    seen: list[np.ndarray] = []
+
+    def statistic(weights: np.ndarray) -> dict[str, np.ndarray]:
+        seen.append(weights.copy())
+        return {"n": weights.sum(axis=1)}
+
+    bootstrap_distribution(units, n_units, statistic, seed=0, resamples=50)
+    weights = np.concatenate(seen)
+    assert weights.shape == (50, 6)
+    # Each resample draws 3 records with replacement; a record's samples move together.
+    counts = weights[:, [0, 2, 3]]
+    assert (counts.sum(axis=1) == 3).all()
+    assert (weights[:, 0] == weights[:, 1]).all()
+    assert (weights[:, 3] == weights[:, 4]).all()
+    assert (weights[:, 4] == weights[:, 5]).all()
+
+
+def test_repeats_do_not_narrow_the_bootstrap() -> None:
+    """k identical repeats per record carry no more information than one."""
+    rng = random.Random(3)
+    records = [({"input": "q", "reference": "yes"}, rng.choice(["yes", "no"])) for _ in range(80)]
+    once = [make_sample(r, o, index=i) for i, (r, o) in enumerate(records)]
+    thrice = [
+        make_sample(r, o, index=i, repeat=k) for i, (r, o) in enumerate(records) for k in range(3)
+    ]
+    single = score_task(TaskType.GENERATION, once, seed=4)
+    repeated = score_task(TaskType.GENERATION, thrice, seed=4)
+    assert repeated.metrics == single.metrics
+    assert repeated.uncertainty["accuracy"].bootstrap == single.uncertainty["accuracy"].bootstrap
