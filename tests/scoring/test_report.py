@@ -77,9 +77,8 @@ def test_nothing_scored_means_no_headline_metrics() -> None:
 
 
 def test_repeat_stats() -> None:
-    outputs: dict[
-        str, list[str | None]
-    ] = {  # record → outputs of its repeats (generation: correct is 1 or 0)
+    # record → the outputs of its repeats (generation: each is correct or not)
+    outputs: dict[str, list[str | None]] = {
         "A": ["yes", "yes", "yes"],
         "B": ["yes", "no"],
         "C": ["no", "no"],

@@ -51,7 +51,7 @@ class QaScorer(BaseScorer):
                     primary=f1,
                     correct=em == 1.0,
                     flags=(NO_ANSWER,) if empty else (),
-                    note="no answer" if empty else f"EM {em:g}, F1 {f1:.3f} (best of {len(answers)})",
+                    note="no answer" if empty else f"best EM {em:g}, F1 {f1:.3f}",
                 )
             )
         columns: FloatArray = np.array(
