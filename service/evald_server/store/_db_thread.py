@@ -46,8 +46,8 @@ class DbThread:
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((fn, args, future, loop))
         with anyio.CancelScope(shield=True):
-            result = await future
-        return result
+            await asyncio.wait((future,))
+        return future.result()
 
     async def close(self) -> None:
         """Finish queued calls, close the connection and join the thread."""

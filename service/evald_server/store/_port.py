@@ -17,7 +17,7 @@ PostgreSQL backend serving several replicas can implement them without engine ch
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from evald_server.domain import EvalError, SubtaskState
+from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
 from evald_server.store._records import (
     Claim,
     CompletionReport,
@@ -54,7 +54,13 @@ class Store(Protocol):
     async def find_dataset(self, tenant: str, name: str, version: str) -> DatasetRow | None: ...
     async def get_dataset(self, dataset_id: str) -> DatasetRow | None: ...
     async def list_datasets(
-        self, tenant: str, after: tuple[float, str] | None, limit: int
+        self,
+        tenant: str,
+        after: tuple[float, str] | None,
+        limit: int,
+        *,
+        name: str | None = None,
+        task_type: TaskType | None = None,
     ) -> list[DatasetRow]: ...
     async def read_records(self, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]: ...
 
@@ -62,7 +68,12 @@ class Store(Protocol):
     async def create_run(self, run: NewRun, tasks: Sequence[NewTask]) -> tuple[RunRow, bool]: ...
     async def get_run(self, run_id: str) -> RunRow | None: ...
     async def list_runs(
-        self, tenant: str, after: tuple[float, str] | None, limit: int
+        self,
+        tenant: str,
+        after: tuple[float, str] | None,
+        limit: int,
+        *,
+        states: Sequence[RunState] = (),
     ) -> list[RunRow]: ...
     async def live_run_ids(self) -> list[str]: ...
     async def get_tasks(self, run_id: str) -> list[TaskRow]: ...
@@ -87,11 +98,24 @@ class Store(Protocol):
     async def task_subtasks(
         self, task_id: str, states: Sequence[SubtaskState], after_row: int, limit: int
     ) -> list[SubtaskRow]: ...
+    async def run_subtasks(
+        self,
+        run_id: str,
+        task_id: str | None,
+        states: Sequence[SubtaskState],
+        after_row: int,
+        limit: int,
+    ) -> list[SubtaskRow]: ...
     async def profile_inputs(self, task_id: str) -> ProfileInputs: ...
     async def finish_task(self, finish: TaskFinish) -> FinishReport: ...
     async def read_results(self, run_id: str) -> list[tuple[str, Json]]: ...
     async def recount_task(self, task_id: str) -> Counters: ...
 
     # Events.
-    async def append_events(self, run_id: str, events: Sequence[NewEvent]) -> list[EventRow]: ...
+    async def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, live_only: bool = False
+    ) -> list[EventRow]:
+        """Append with the next seqs; ``live_only`` appends nothing to a finished run."""
+        ...
+
     async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]: ...

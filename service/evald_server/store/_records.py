@@ -91,6 +91,7 @@ class DatasetRow:
     created_at: float
     request_id: str | None = None
     request_hash: str | None = None
+    size_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,9 @@ class TaskRow:
     started_at: float | None
     finished_at: float | None
     result_status: str | None
+    dataset_name: str
+    dataset_version: str
+    task_type: TaskType
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +289,12 @@ class SubtaskRow:
     last_error: EvalError | None
     record_id: str
     fields: Json
-    scores: Json | None = None
+    scores: dict[str, float] | None = None
+    flags: tuple[str, ...] = ()
     correct: bool | None = None
     updated_at: float = 0.0
+    run_id: str = ""
+    model_id: str = ""
 
     @property
     def subtask_id(self) -> str:
@@ -299,8 +306,9 @@ class SampleScoreRow:
     """Per-sample scores to store beside a subtask for ListSamples."""
 
     row_id: int
-    scores: Json
+    scores: dict[str, float]
     correct: bool | None
+    flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,3 +345,5 @@ class ProfileInputs:
     ttfts_s: tuple[float, ...]
     started_at: float | None
     finished_at: float | None
+    # (last error reason, count) of the failed_permanent subtasks, most frequent first
+    failure_reasons: tuple[tuple[str, int], ...] = ()

@@ -121,10 +121,11 @@ _V1 = (
     ) WITHOUT ROWID""",
 )
 
-# Version 2: per-sample scores for ListSamples, and the stored task results.
+# Version 2: per-sample scores for ListSamples, stored task results, upload sizes.
 _V2 = (
     "ALTER TABLE subtasks ADD COLUMN scores TEXT",
     "ALTER TABLE subtasks ADD COLUMN correct INTEGER",
+    "ALTER TABLE datasets ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0",
     """CREATE TABLE results (
         task_id TEXT PRIMARY KEY REFERENCES tasks (task_id),
         run_id TEXT NOT NULL,

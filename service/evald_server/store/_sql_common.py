@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskState
+from evald_server.domain import EvalError, RunState, SubtaskState, TaskState, TaskType
 from evald_server.store._records import (
     COUNTER_COLUMNS,
     Counters,
@@ -59,9 +59,11 @@ RUN_COLUMNS = (
     "request_id, request_hash"
 )
 TASK_COLUMNS = (
-    "task_id, run_id, ordinal, model_id, model, dataset_id, state, "
-    f"{_COUNTERS_SQL}, started_at, finished_at, result_status"
+    "t.task_id, t.run_id, t.ordinal, t.model_id, t.model, t.dataset_id, t.state, "
+    + ", ".join(f"t.{c}" for c in COUNTER_COLUMNS)
+    + ", t.started_at, t.finished_at, t.result_status, d.name, d.benchmark_version, d.task_type"
 )
+TASKS_FROM = "FROM tasks t JOIN datasets d ON d.dataset_id = t.dataset_id"
 
 
 def _counters(row: tuple[Any, ...], start: int) -> Counters:
@@ -103,6 +105,9 @@ def task_from(row: tuple[Any, ...]) -> TaskRow:
         started_at=row[7 + n],
         finished_at=row[8 + n],
         result_status=row[9 + n],
+        dataset_name=row[10 + n],
+        dataset_version=row[11 + n],
+        task_type=TaskType(row[12 + n]),
     )
 
 
@@ -117,7 +122,7 @@ def read_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
 
 def read_tasks(conn: sqlite3.Connection, run_id: str) -> list[TaskRow]:
     rows = conn.execute(
-        f"SELECT {TASK_COLUMNS} FROM tasks WHERE run_id = ? ORDER BY ordinal", (run_id,)
+        f"SELECT {TASK_COLUMNS} {TASKS_FROM} WHERE t.run_id = ? ORDER BY t.ordinal", (run_id,)
     ).fetchall()
     return [task_from(row) for row in rows]
 
@@ -179,7 +184,11 @@ def append_events(
     return rows
 
 
-def state_event(run_id: str, state: RunState, now: float, **extra: Any) -> NewEvent:
+def state_event(
+    run_id: str, state: RunState, now: float, previous: RunState | None = None, **extra: Any
+) -> NewEvent:
+    if previous is not None:
+        extra["previous"] = previous.value
     return NewEvent(
         kind=EventKind.RUN_STATE,
         payload={"run_id": run_id, "state": state.value, **extra},

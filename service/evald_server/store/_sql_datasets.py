@@ -11,7 +11,7 @@ from evald_server.store._sql_common import dumps, transaction
 
 _COLUMNS = (
     "dataset_id, tenant, name, benchmark_version, task_type, sha256, record_count, "
-    "prompt_template, created_at, request_id, request_hash"
+    "prompt_template, created_at, request_id, request_hash, size_bytes"
 )
 
 
@@ -28,6 +28,7 @@ def _dataset_from(row: tuple[Any, ...]) -> DatasetRow:
         created_at=row[8],
         request_id=row[9],
         request_hash=row[10],
+        size_bytes=int(row[11]),
     )
 
 
@@ -42,7 +43,7 @@ def create_dataset(
         if existing is not None:
             return existing, False
         conn.execute(
-            f"INSERT INTO datasets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO datasets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 dataset.dataset_id,
                 dataset.tenant,
@@ -55,6 +56,7 @@ def create_dataset(
                 dataset.created_at,
                 dataset.request_id,
                 dataset.request_hash,
+                dataset.size_bytes,
             ),
         )
         conn.executemany(
@@ -100,23 +102,28 @@ def get_dataset(conn: sqlite3.Connection, dataset_id: str) -> DatasetRow | None:
 
 
 def list_datasets(
-    conn: sqlite3.Connection, tenant: str, after: tuple[float, str] | None, limit: int
+    conn: sqlite3.Connection,
+    tenant: str,
+    name: str | None,
+    task_type: TaskType | None,
+    after: tuple[float, str] | None,
+    limit: int,
 ) -> list[DatasetRow]:
     """Newest first, keyset-paginated on (created_at, dataset_id)."""
-    if after is None:
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM datasets WHERE tenant = ? "
-            "ORDER BY created_at DESC, dataset_id DESC LIMIT ?",
-            (tenant, limit),
-        ).fetchall()
-    else:
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM datasets WHERE tenant = ? "
-            "AND (created_at, dataset_id) < (?, ?) "
-            "ORDER BY created_at DESC, dataset_id DESC LIMIT ?",
-            (tenant, after[0], after[1], limit),
-        ).fetchall()
-    return [_dataset_from(row) for row in rows]
+    sql = f"SELECT {_COLUMNS} FROM datasets WHERE tenant = ?"
+    params: list[Any] = [tenant]
+    if name:
+        sql += " AND name = ?"
+        params.append(name)
+    if task_type is not None:
+        sql += " AND task_type = ?"
+        params.append(task_type.value)
+    if after is not None:
+        sql += " AND (created_at, dataset_id) < (?, ?)"
+        params.extend(after)
+    sql += " ORDER BY created_at DESC, dataset_id DESC LIMIT ?"
+    params.append(limit)
+    return [_dataset_from(row) for row in conn.execute(sql, params).fetchall()]
 
 
 def read_records(conn: sqlite3.Connection, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]:

@@ -177,7 +177,7 @@ def claim_ready(
         ).fetchone()
         if started is not None:
             events = append_events(
-                conn, run_id, [state_event(run_id, RunState.RUNNING, now)], retain
+                conn, run_id, [state_event(run_id, RunState.RUNNING, now, RunState.PENDING)], retain
             )
         placeholders = ",".join("?" * len(picked))
         rows = conn.execute(
@@ -292,7 +292,7 @@ def complete(
                     RetryScheduled(outcome.run_id, outcome.model_id, outcome.next_attempt_at)
                 )
             if kind is OutcomeKind.FAILED_PERMANENT and outcome.error is not None:
-                events.append((outcome.run_id, _failure_event(outcome, now)))
+                events.append((outcome.run_id, _failure_event(conn, outcome, now)))
         deltas.apply(conn)
         finished = finish_ready_tasks(conn, list(deltas.tasks), now)
         appended = []
@@ -307,8 +307,14 @@ def complete(
     )
 
 
-def _failure_event(outcome: SubtaskOutcome, now: float) -> NewEvent:
+def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float) -> NewEvent:
     assert outcome.error is not None
+    requests, record_id = conn.execute(
+        "SELECT s.requests, r.record_id FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+        "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
+        "WHERE s.row_id = ?",
+        (outcome.row_id,),
+    ).fetchone()
     return NewEvent(
         kind=EventKind.SAMPLE_FAILED,
         payload={
@@ -316,8 +322,11 @@ def _failure_event(outcome: SubtaskOutcome, now: float) -> NewEvent:
                 outcome.task_id, outcome.record_idx, outcome.repeat_index
             ),
             "task_id": outcome.task_id,
+            "model_id": outcome.model_id,
+            "record_id": record_id,
             "record_idx": outcome.record_idx,
             "repeat_index": outcome.repeat_index,
+            "attempts": requests,
             "error": outcome.error.to_json(),
         },
         time=now,

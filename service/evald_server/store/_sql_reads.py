@@ -20,6 +20,7 @@ from evald_server.store._records import (
 from evald_server.store._sql_common import (
     RUN_COLUMNS,
     TASK_COLUMNS,
+    TASKS_FROM,
     error_from,
     loads_json,
     read_run,
@@ -33,11 +34,18 @@ def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
 
 
 def list_runs(
-    conn: sqlite3.Connection, tenant: str, after: tuple[float, str] | None, limit: int
+    conn: sqlite3.Connection,
+    tenant: str,
+    states: Sequence[str],
+    after: tuple[float, str] | None,
+    limit: int,
 ) -> list[RunRow]:
     """Newest first, keyset-paginated on (created_at, run_id)."""
     sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE tenant = ?"
     params: list[Any] = [tenant]
+    if states:
+        sql += f" AND state IN ({','.join('?' * len(states))})"
+        params.extend(states)
     if after is not None:
         sql += " AND (created_at, run_id) < (?, ?)"
         params.extend(after)
@@ -61,13 +69,15 @@ def live_run_ids(conn: sqlite3.Connection) -> list[str]:
 
 def get_tasks(conn: sqlite3.Connection, run_id: str) -> list[TaskRow]:
     rows = conn.execute(
-        f"SELECT {TASK_COLUMNS} FROM tasks WHERE run_id = ? ORDER BY ordinal", (run_id,)
+        f"SELECT {TASK_COLUMNS} {TASKS_FROM} WHERE t.run_id = ? ORDER BY t.ordinal", (run_id,)
     ).fetchall()
     return [task_from(row) for row in rows]
 
 
 def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRow | None:
-    row = conn.execute(f"SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    row = conn.execute(
+        f"SELECT {TASK_COLUMNS} {TASKS_FROM} WHERE t.task_id = ?", (task_id,)
+    ).fetchone()
     return None if row is None else task_from(row)
 
 
@@ -94,11 +104,12 @@ _SUBTASK_COLUMNS = (
     "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
     "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
     "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
-    "s.scores, s.correct, s.updated_at"
+    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id"
 )
 
 
 def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
+    scored = loads_json(row[19])
     return SubtaskRow(
         row_id=row[0],
         task_id=row[1],
@@ -119,9 +130,12 @@ def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
         last_error=error_from(row[16]),
         record_id=row[17],
         fields=json.loads(row[18]),
-        scores=loads_json(row[19]),
+        scores=None if scored is None else {k: float(v) for k, v in scored["scores"].items()},
+        flags=() if scored is None else tuple(scored.get("flags", ())),
         correct=None if row[20] is None else bool(row[20]),
         updated_at=row[21],
+        run_id=row[22],
+        model_id=row[23],
     )
 
 
@@ -133,12 +147,39 @@ def task_subtasks(
     limit: int,
 ) -> list[SubtaskRow]:
     """One page of a task's subtasks (all states when ``states`` is empty), in order."""
+    return _subtasks(conn, "s.task_id = ?", [task_id], states, after_row, limit)
+
+
+def run_subtasks(
+    conn: sqlite3.Connection,
+    run_id: str,
+    task_id: str | None,
+    states: Sequence[SubtaskState],
+    after_row: int,
+    limit: int,
+) -> list[SubtaskRow]:
+    """One page of a run's subtasks, optionally of one task, in run order."""
+    if task_id is not None:
+        return _subtasks(
+            conn, "s.run_id = ? AND s.task_id = ?", [run_id, task_id], states, after_row, limit
+        )
+    return _subtasks(conn, "s.run_id = ?", [run_id], states, after_row, limit)
+
+
+def _subtasks(
+    conn: sqlite3.Connection,
+    where: str,
+    params: list[Any],
+    states: Sequence[SubtaskState],
+    after_row: int,
+    limit: int,
+) -> list[SubtaskRow]:
     sql = (
         f"SELECT {_SUBTASK_COLUMNS} FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
-        "WHERE s.task_id = ? AND s.row_id > ?"
+        f"WHERE {where} AND s.row_id > ?"
     )
-    params: list[Any] = [task_id, after_row]
+    params = [*params, after_row]
     if states:
         sql += f" AND s.state IN ({','.join('?' * len(states))})"
         params.extend(s.value for s in states)
@@ -161,6 +202,11 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
     ).fetchall()
     task = get_task(conn, task_id)
     assert task is not None
+    reasons = conn.execute(
+        "SELECT json_extract(last_error, '$.reason') AS reason, COUNT(*) AS n FROM subtasks "
+        "WHERE task_id = ? AND state = 'failed_permanent' GROUP BY reason ORDER BY n DESC",
+        (task_id,),
+    ).fetchall()
     return ProfileInputs(
         counters=recount_task(conn, task_id),
         requests=int(sums[0]),
@@ -173,6 +219,7 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
         ttfts_s=tuple(t[1] for t in timings if t[1] is not None),
         started_at=task.started_at,
         finished_at=task.finished_at,
+        failure_reasons=tuple((str(r[0]), int(r[1])) for r in reasons),
     )
 
 

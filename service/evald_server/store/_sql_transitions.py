@@ -35,8 +35,9 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
             "SELECT state, cancel_requested, pending + running + failed FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
-        if row is None or row[1] or RunState(row[0]).is_terminal or row[2] == 0:
+        if row is None or RunState(row[0]).is_terminal or row[2] == 0:
             return TransitionReport(changed=0, finished_tasks=(), events=())
+        already = bool(row[1])  # a restart finishing a cancel: cancel what was requeued
         groups = conn.execute(
             "SELECT task_id, state, COUNT(*) FROM subtasks WHERE run_id = ? "
             "AND state IN ('pending', 'failed') GROUP BY task_id, state",
@@ -56,12 +57,18 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
             r[0] for r in conn.execute("SELECT task_id FROM tasks WHERE run_id = ?", (run_id,))
         ]
         finished = finish_ready_tasks(conn, task_ids, now)
-        events = append_events(
-            conn,
-            run_id,
-            [state_event(run_id, RunState(row[0]), now, cancel_requested=True)],
-            retain,
-        )
+        events = []
+        if not already:
+            events = append_events(
+                conn,
+                run_id,
+                [
+                    state_event(
+                        run_id, RunState(row[0]), now, RunState(row[0]), cancel_requested=True
+                    )
+                ],
+                retain,
+            )
     return TransitionReport(
         changed=sum(g[2] for g in groups), finished_tasks=tuple(finished), events=tuple(events)
     )
@@ -109,14 +116,16 @@ def retry_failed(
                 (task_id,),
             )
             conn.execute("DELETE FROM results WHERE task_id = ?", (task_id,))
+        previous = RunState(
+            conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+        )
         conn.execute(
             "UPDATE runs SET state = 'running', finished_at = NULL, terminal_seq = NULL "
             "WHERE run_id = ?",
             (run_id,),
         )
-        events = append_events(
-            conn, run_id, [state_event(run_id, RunState.RUNNING, now, retried=len(rows))], retain
-        )
+        event = state_event(run_id, RunState.RUNNING, now, previous, retried=len(rows))
+        events = append_events(conn, run_id, [event], retain)
     return TransitionReport(
         changed=len(rows),
         finished_tasks=(),
@@ -193,7 +202,11 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
         conn.executemany(
             "UPDATE subtasks SET scores = ?, correct = ? WHERE row_id = ?",
             [
-                (dumps(s.scores), None if s.correct is None else int(s.correct), s.row_id)
+                (
+                    dumps({"scores": s.scores, "flags": list(s.flags)}),
+                    None if s.correct is None else int(s.correct),
+                    s.row_id,
+                )
                 for s in finish.sample_scores
             ],
         )
@@ -202,11 +215,14 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
         ]
         run_state = _run_state_if_done(conn, run_id)
         if run_state is not None:
+            previous = RunState(
+                conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+            )
             conn.execute(
                 "UPDATE runs SET state = ?, finished_at = ? WHERE run_id = ?",
                 (run_state.value, finish.time, run_id),
             )
-            new_events.append(state_event(run_id, run_state, finish.time))
+            new_events.append(state_event(run_id, run_state, finish.time, previous))
         events = append_events(conn, run_id, new_events, retain)
         if run_state is not None:
             conn.execute(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-from evald_server.domain import EvalError, SubtaskState
+from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
 from evald_server.store import _sql_datasets as ds
 from evald_server.store import _sql_dispatch as dispatch
 from evald_server.store import _sql_reads as reads
@@ -152,9 +152,15 @@ class SqliteStore:
         return await self._read(ds.get_dataset, dataset_id)
 
     async def list_datasets(
-        self, tenant: str, after: tuple[float, str] | None, limit: int
+        self,
+        tenant: str,
+        after: tuple[float, str] | None,
+        limit: int,
+        *,
+        name: str | None = None,
+        task_type: TaskType | None = None,
     ) -> list[DatasetRow]:
-        return await self._read(ds.list_datasets, tenant, after, limit)
+        return await self._read(ds.list_datasets, tenant, name, task_type, after, limit)
 
     async def read_records(self, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]:
         return await self._read(ds.read_records, dataset_id, idxs)
@@ -167,9 +173,14 @@ class SqliteStore:
         return await self._read(reads.get_run, run_id)
 
     async def list_runs(
-        self, tenant: str, after: tuple[float, str] | None, limit: int
+        self,
+        tenant: str,
+        after: tuple[float, str] | None,
+        limit: int,
+        *,
+        states: Sequence[RunState] = (),
     ) -> list[RunRow]:
-        return await self._read(reads.list_runs, tenant, after, limit)
+        return await self._read(reads.list_runs, tenant, [s.value for s in states], after, limit)
 
     async def live_run_ids(self) -> list[str]:
         return await self._read(reads.live_run_ids)
@@ -216,6 +227,16 @@ class SqliteStore:
     ) -> list[SubtaskRow]:
         return await self._read(reads.task_subtasks, task_id, states, after_row, limit)
 
+    async def run_subtasks(
+        self,
+        run_id: str,
+        task_id: str | None,
+        states: Sequence[SubtaskState],
+        after_row: int,
+        limit: int,
+    ) -> list[SubtaskRow]:
+        return await self._read(reads.run_subtasks, run_id, task_id, states, after_row, limit)
+
     async def profile_inputs(self, task_id: str) -> ProfileInputs:
         return await self._read(reads.profile_inputs, task_id)
 
@@ -229,17 +250,27 @@ class SqliteStore:
         return await self._read(reads.recount_task, task_id)
 
     # Events.
-    async def append_events(self, run_id: str, events: Sequence[NewEvent]) -> list[EventRow]:
-        return await self._write(_append, run_id, events, self._retain)
+    async def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, live_only: bool = False
+    ) -> list[EventRow]:
+        return await self._write(_append, run_id, events, self._retain, live_only)
 
     async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]:
         return await self._read(reads.read_events, run_id, after_seq, limit)
 
 
 def _append(
-    conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent], retain: int
+    conn: sqlite3.Connection,
+    run_id: str,
+    events: Sequence[NewEvent],
+    retain: int,
+    live_only: bool,
 ) -> list[EventRow]:
     with transaction(conn):
+        if live_only:
+            row = conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None or RunState(row[0]).is_terminal:
+                return []  # nothing may follow a run's terminal event
         return append_events(conn, run_id, events, retain)
 
 
