@@ -1,6 +1,5 @@
 """``AsyncEvaldClient``: the typed asyncio client of ``evald.v1.EvaluationService``."""
 
-import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -27,7 +26,12 @@ from evald_client._models import (
     Sample,
 )
 from evald_client._results import TaskResult
-from evald_client._upload import chunks_from_path, chunks_from_records
+from evald_client._upload import (
+    chunks_from_path,
+    chunks_from_spool,
+    send_upload,
+    spool_records,
+)
 from evald_client._watch import ReconnectPolicy, watch_events
 
 DEFAULT_CHUNK_BYTES = 256 * 1024
@@ -139,26 +143,13 @@ class AsyncEvaldClient:
         )
         if prompt_template is not None:
             header.prompt_template = prompt_template
-        chunks = (
-            chunks_from_path(Path(path), chunk_bytes)
-            if path is not None
-            else chunks_from_records(records or (), chunk_bytes)
-        )
+        if path is not None:
+            chunks = chunks_from_path(Path(path), chunk_bytes)
+        else:
+            spool = await anyio.to_thread.run_sync(spool_records, records or ())
+            chunks = chunks_from_spool(spool, chunk_bytes)
         call = self._stub.UploadDataset(metadata=self._metadata, timeout=self._timeout_s)
-        try:
-            try:
-                await call.write(service_pb2.UploadDatasetRequest(header=header))
-                async for chunk in chunks:
-                    await call.write(service_pb2.UploadDatasetRequest(chunk=chunk))
-                await call.done_writing()
-            except asyncio.InvalidStateError:
-                pass  # the server answered early (a rejection): awaiting the call says why
-            response = await call
-        except grpc.RpcError as exc:
-            raise error_from_rpc(exc) from exc
-        except BaseException:
-            call.cancel()  # e.g. an unserialisable record: nothing may be stored
-            raise
+        response = await send_upload(call, header, chunks)
         return convert.dataset_from_proto(response.dataset)
 
     async def get_dataset(

@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from google.rpc import error_details_pb2, status_pb2
 
 _DETAILS_TRAILER = "grpc-status-details-bin"
 _PROVIDER_CATEGORY = "MODEL_PROVIDER_ERROR"

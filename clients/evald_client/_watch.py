@@ -23,7 +23,7 @@ from evald_client._events import Heartbeat, RunEvent, StateChanged
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReconnectPolicy:
     """How ``watch`` reconnects: at most ``max_attempts`` reconnections in a row without
-    receiving an event, waiting ``initial_backoff_s`` doubling up to ``max_backoff_s``
+    receiving a new event, waiting ``initial_backoff_s`` doubling up to ``max_backoff_s``
     (each delay drawn in [50 %, 100 %] of that)."""
 
     max_attempts: int = 8
@@ -68,13 +68,13 @@ async def watch_events(
         try:
             async for response in call:
                 event = event_from_proto(response.event)
-                failures = 0
                 if isinstance(event, Heartbeat):
                     yield event  # not logged: its seq never moves the cursor
                     continue
                 if response.event.seq <= last_seq:
                     continue  # replayed after a reconnect
                 last_seq = response.event.seq
+                failures = 0  # progress; heartbeats alone do not refill the budget
                 if event is None:
                     continue  # a kind newer than this client
                 yield event
