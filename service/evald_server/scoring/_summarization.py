@@ -16,12 +16,10 @@ exactly as ``DefaultTokenizer(use_stemmer=True)``, with the stems memoised (stem
 is most of the cost); identical (summary, output) pairs are scored once.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from nltk.stem import porter
-from rouge_score import rouge_scorer, tokenize
 
 from evald_server.domain import TaskType
 from evald_server.scoring._common import BaseScorer, Evaluation, Row
@@ -40,8 +38,8 @@ _MAX_MEMO = 500_000  # distinct words whose stems are kept
 
 
 class _MemoStemmer:
-    def __init__(self) -> None:
-        self._stemmer = porter.PorterStemmer()
+    def __init__(self, stemmer: Any) -> None:
+        self._stemmer = stemmer
         self._stems: dict[str, str] = {}
 
     def stem(self, word: str) -> str:
@@ -56,18 +54,23 @@ class _MemoStemmer:
 class _StemmingTokenizer:
     """rouge-score's tokenizer protocol: ``tokenize(text) -> list[str]``."""
 
-    def __init__(self) -> None:
-        self._stemmer = _MemoStemmer()
+    def __init__(self, tokenize: Callable[[str, Any], list[str]], stemmer: Any) -> None:
+        self._tokenize = tokenize
+        self._stemmer = _MemoStemmer(stemmer)
 
     def tokenize(self, text: str) -> list[str]:
-        tokens: list[str] = tokenize.tokenize(text, self._stemmer)
-        return tokens
+        return self._tokenize(text, self._stemmer)
 
 
 def new_rouge_scorer() -> Any:
-    return rouge_scorer.RougeScorer(
-        list(ROUGE_TYPES), use_stemmer=True, tokenizer=_StemmingTokenizer()
-    )
+    """rouge-score's RougeScorer with the memoising tokenizer."""
+    # Imported here: rouge-score pulls in all of NLTK (~2 s), which only a
+    # summarization task needs; other workers and the server start without it.
+    from nltk.stem import porter
+    from rouge_score import rouge_scorer, tokenize
+
+    tokenizer = _StemmingTokenizer(tokenize.tokenize, porter.PorterStemmer())
+    return rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True, tokenizer=tokenizer)
 
 
 class SummarizationScorer(BaseScorer):

@@ -1,0 +1,139 @@
+"""ScoringPool: off the event loop, failures and timeouts as ScoringFailure, and a
+pool that keeps working after a worker is killed."""
+
+import logging
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from evald_server.domain import ErrorCategory, ErrorReason, TaskType
+from evald_server.scoring import ScoringFailure, ScoringPool, score_task
+from tests.scoring._factories import samples_of
+from tests.scoring._pool_scorers import RaisingScorer, SleepingScorer, WaitingScorer
+from tests.scoring.test_intervals import BUILDERS
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ScoringPool]:
+    # One worker slot: a stuck worker would block every later test of this module.
+    scoring_pool = ScoringPool(
+        1,
+        scorers={
+            TaskType.SUMMARIZATION: SleepingScorer(),
+            TaskType.NER: RaisingScorer(),
+            TaskType.GENERATION: WaitingScorer(),
+        },
+    )
+    yield scoring_pool
+    scoring_pool.close()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def _works(pool: ScoringPool) -> None:
+    samples = BUILDERS[TaskType.CLASSIFICATION](random.Random(1), 50)
+    report = await pool.score(TaskType.CLASSIFICATION, samples, seed=7, timeout_s=60)
+    assert report == score_task(TaskType.CLASSIFICATION, samples, seed=7)
+
+
+@pytest.mark.anyio
+async def test_scores_like_score_task(pool: ScoringPool) -> None:
+    await _works(pool)
+
+
+@pytest.mark.anyio
+async def test_scores_in_a_worker_process_while_the_loop_runs(
+    pool: ScoringPool, tmp_path: Path
+) -> None:
+    go_file = tmp_path / "go"
+    record = {"input": "q", "reference": "yes", "go_file": str(go_file)}
+    results = []
+
+    async def score() -> None:
+        results.append(
+            await pool.score(
+                TaskType.GENERATION, samples_of([(record, "yes")]), seed=0, timeout_s=60
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(score)
+        await anyio.sleep(0.1)
+        go_file.write_text("go")  # runs only if the scoring job left the loop free
+    assert results[0].metrics["saw_go_file"] == 1.0
+    assert results[0].metrics["pid"] != os.getpid()
+
+
+@pytest.mark.anyio
+async def test_a_raising_scorer_is_scorer_failed(
+    pool: ScoringPool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="evald_server.scoring")
+    samples = samples_of([({"text": "t", "entities": []}, "[]")])
+    with pytest.raises(ScoringFailure) as caught:
+        await pool.score(TaskType.NER, samples, seed=0, timeout_s=60)
+    failure = caught.value
+    assert failure.reason is ErrorReason.SCORER_FAILED
+    assert failure.error.category is ErrorCategory.EVAL_OPERATOR_ERROR
+    assert str(failure) == "scorer raising@0.0.1 failed with ValueError (details in the server log)"
+    assert failure.error.metadata == {"scorer": "raising@0.0.1"}
+    # The traceback (and the data in the message) goes to the log, not to clients.
+    assert "secret sample text" in caplog.text
+    assert "Traceback" in caplog.text
+    await _works(pool)
+
+
+@pytest.mark.anyio
+async def test_a_real_scorer_on_a_broken_record_is_scorer_failed(pool: ScoringPool) -> None:
+    with pytest.raises(ScoringFailure) as caught:
+        await pool.score(TaskType.QA, samples_of([({"question": "q"}, "x")]), seed=0, timeout_s=60)
+    assert caught.value.reason is ErrorReason.SCORER_FAILED
+    assert str(caught.value) == "scorer qa@1.0.0 failed with KeyError (details in the server log)"
+
+
+@pytest.mark.anyio
+async def test_a_timeout_kills_the_worker_and_the_pool_goes_on(
+    pool: ScoringPool, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    samples = samples_of([({"document": "d", "summary": "s", "pid_file": str(pid_file)}, "x")])
+    with pytest.raises(ScoringFailure) as caught:
+        await pool.score(TaskType.SUMMARIZATION, samples, seed=0, timeout_s=1.0)
+    assert caught.value.reason is ErrorReason.SCORER_TIMEOUT
+    assert str(caught.value) == "scorer sleeping@0.0.1 ran past its time budget of 1 s"
+    assert _gone(int(pid_file.read_text()))
+    await _works(pool)  # the only slot is free again, on a fresh worker
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_job_kills_its_worker(pool: ScoringPool, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    samples = samples_of([({"document": "d", "summary": "s", "pid_file": str(pid_file)}, "x")])
+    with anyio.move_on_after(1.0):
+        await pool.score(TaskType.SUMMARIZATION, samples, seed=0, timeout_s=60)
+    assert _gone(int(pid_file.read_text()))
+    await _works(pool)
+
+
+@pytest.mark.anyio
+async def test_a_closed_pool_refuses_work() -> None:
+    closed = ScoringPool(1)
+    await _works(closed)
+    closed.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await _works(closed)
