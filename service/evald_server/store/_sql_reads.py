@@ -60,6 +60,13 @@ def _with_oldest(conn: sqlite3.Connection, row: tuple[Any, ...]) -> RunRow:
     return run_from(row, int(oldest) if oldest is not None else last_seq + 1)
 
 
+def find_run_by_request(conn: sqlite3.Connection, tenant: str, request_id: str) -> RunRow | None:
+    row = conn.execute(
+        "SELECT run_id FROM runs WHERE tenant = ? AND request_id = ?", (tenant, request_id)
+    ).fetchone()
+    return None if row is None else read_run(conn, row[0])
+
+
 def live_run_ids(conn: sqlite3.Connection) -> list[str]:
     rows = conn.execute(
         "SELECT run_id FROM runs WHERE state IN ('pending', 'running') ORDER BY created_at"

@@ -182,6 +182,9 @@ class SqliteStore:
     ) -> list[RunRow]:
         return await self._read(reads.list_runs, tenant, [s.value for s in states], after, limit)
 
+    async def find_run_by_request(self, tenant: str, request_id: str) -> RunRow | None:
+        return await self._read(reads.find_run_by_request, tenant, request_id)
+
     async def live_run_ids(self) -> list[str]:
         return await self._read(reads.live_run_ids)
 

@@ -1,0 +1,101 @@
+"""AIP-158 pagination: page sizes and opaque, validated page tokens.
+
+A token is URL-safe base64 of a small JSON object: the listing it belongs to, a hash of
+the tenant and the filters it was issued for, and the position (a keyset) to resume
+after. A token that does not decode, or was issued for another listing or other
+filters, is INVALID_ARGUMENT with reason PAGE_TOKEN_INVALID. Tokens carry no secret:
+the position only ever selects within the caller's own tenant.
+"""
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+
+
+def page_size(requested: int, *, default: int = DEFAULT_PAGE_SIZE) -> int:
+    """0 means the default; above the maximum is clamped (AIP-158); negative is invalid."""
+    if requested < 0:
+        raise InvalidArgument(
+            ErrorReason.INVALID_ARGUMENT,
+            f"page_size must not be negative, got {requested}",
+            field_violations=(FieldViolation("page_size", "must not be negative"),),
+        )
+    return default if requested == 0 else min(requested, MAX_PAGE_SIZE)
+
+
+def _binding(listing: str, tenant: str, filters: Mapping[str, Any]) -> str:
+    canonical = json.dumps([listing, tenant, filters], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def encode_token(
+    listing: str, tenant: str, filters: Mapping[str, Any], position: Sequence[Any]
+) -> str:
+    body = {"l": listing, "b": _binding(listing, tenant, filters), "p": list(position)}
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(
+    token: str, listing: str, tenant: str, filters: Mapping[str, Any]
+) -> list[Any] | None:
+    """The position a token resumes after; None for an empty token (the first page)."""
+    if not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        body = json.loads(raw)
+        valid = (
+            isinstance(body, dict)
+            and body.get("l") == listing
+            and body.get("b") == _binding(listing, tenant, filters)
+            and isinstance(body.get("p"), list)
+        )
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        valid = False
+    if not valid:
+        raise InvalidArgument(
+            ErrorReason.PAGE_TOKEN_INVALID,
+            "page_token is not a token this listing issued with these filters",
+            field_violations=(FieldViolation("page_token", "invalid or for another query"),),
+        )
+    position: list[Any] = body["p"]
+    return position
+
+
+def _invalid_position() -> InvalidArgument:
+    return InvalidArgument(
+        ErrorReason.PAGE_TOKEN_INVALID,
+        "page_token does not hold a valid position",
+        field_violations=(FieldViolation("page_token", "invalid position"),),
+    )
+
+
+def keyset(position: list[Any] | None) -> tuple[float, str] | None:
+    """A (created_at, id) keyset position."""
+    if position is None:
+        return None
+    if (
+        len(position) != 2
+        or not isinstance(position[0], int | float)
+        or not isinstance(position[1], str)
+    ):
+        raise _invalid_position()
+    return float(position[0]), position[1]
+
+
+def integer(position: list[Any] | None) -> int:
+    """A single integer position (a row id or an offset); 0 for the first page."""
+    if position is None:
+        return 0
+    if len(position) != 1 or not isinstance(position[0], int) or position[0] < 0:
+        raise _invalid_position()
+    return int(position[0])

@@ -1,0 +1,268 @@
+"""Runs: create (validate, persist, dispatch), read, list, cancel, retry, results, samples.
+
+Every method is tenant-scoped: another tenant's run answers NOT_FOUND, exactly as a
+run that does not exist. Persist before dispatch: ``create`` writes the run, its tasks
+and every subtask in one transaction, and only then hands the run to the engine.
+"""
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+
+from evald_server.app._pages import decode_token, encode_token, integer, keyset, page_size
+from evald_server.app._types import Page, Run, Sample
+from evald_server.config import ModelConfig, ServerConfig
+from evald_server.domain import (
+    AlreadyExists,
+    ErrorCategory,
+    ErrorReason,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    RunState,
+    SubtaskState,
+    TaskType,
+)
+from evald_server.engine import Engine, ModelIdentity, RunEvent, RunSpec, TaskEvaluation
+from evald_server.store import DatasetRow, NewRun, NewTask, RunRow, Store
+
+_LIVE = (RunState.PENDING, RunState.RUNNING)
+
+
+class RunService:
+    def __init__(self, config: ServerConfig, store: Store, engine: Engine) -> None:
+        self._config = config
+        self._models: dict[str, ModelConfig] = {m.id: m for m in config.models}
+        self._store = store
+        self._engine = engine
+
+    async def _owned(self, tenant: str, run_id: str) -> RunRow:
+        run = await self._store.get_run(run_id) if run_id else None
+        if run is None or run.tenant != tenant:
+            raise NotFound(
+                ErrorReason.RUN_NOT_FOUND, f"run {run_id!r} not found", metadata={"runId": run_id}
+            )
+        return run
+
+    async def _run(self, row: RunRow) -> Run:
+        return Run.of(row, await self._store.get_tasks(row.run_id), now=time.time())
+
+    async def create(
+        self, tenant: str, spec: RunSpec, request_id: str | None = None
+    ) -> tuple[Run, bool]:
+        """The new run (``True``), or the run this ``request_id`` created before (``False``)."""
+        request_hash = spec.body_hash()
+        if request_id is not None:
+            if not 0 < len(request_id) <= 128:
+                raise InvalidArgument(
+                    ErrorReason.INVALID_ARGUMENT, "request_id must be 1-128 characters"
+                )
+            existing = await self._store.find_run_by_request(tenant, request_id)
+            if existing is not None:
+                return await self._replay(existing, request_id, request_hash), False
+        datasets = await self._validate(tenant, spec)
+        run_id = f"run_{uuid.uuid4().hex[:16]}"
+        tasks: list[NewTask] = []
+        for model_id in spec.models:
+            model = self._models[model_id]
+            identity = ModelIdentity(
+                model_id=model.id,
+                provider=model.provider,
+                provider_model=model.provider_model,
+                params=model.params.merged(spec.params),
+            )
+            for dataset in datasets:
+                ordinal = len(tasks)
+                tasks.append(
+                    NewTask(
+                        task_id=f"{run_id}-t{ordinal}",
+                        ordinal=ordinal,
+                        model_id=model_id,
+                        model=identity.to_json(),
+                        dataset_id=dataset.dataset_id,
+                        record_count=dataset.record_count,
+                    )
+                )
+        new = NewRun(
+            run_id=run_id,
+            tenant=tenant,
+            name=spec.name,
+            spec=spec.to_json(),
+            repeat=spec.repeat,
+            created_at=time.time(),
+            request_id=request_id,
+            request_hash=request_hash,
+        )
+        row, created = await self._store.create_run(new, tasks)
+        if not created:  # a concurrent create with the same request_id won
+            return await self._replay(row, request_id or "", request_hash), False
+        await self._engine.register_run(run_id)
+        return await self._run(row), True
+
+    async def _replay(self, existing: RunRow, request_id: str, request_hash: str) -> Run:
+        if existing.request_hash != request_hash:
+            raise AlreadyExists(
+                ErrorReason.REQUEST_ID_CONFLICT,
+                f"request_id {request_id!r} was used for a different run spec",
+                metadata={"requestId": request_id, "runId": existing.run_id},
+            )
+        fresh = await self._store.get_run(existing.run_id)
+        assert fresh is not None
+        return await self._run(fresh)
+
+    async def _validate(self, tenant: str, spec: RunSpec) -> list[DatasetRow]:
+        for model_id in spec.models:
+            if model_id not in self._models:
+                raise NotFound(
+                    ErrorReason.MODEL_NOT_FOUND,
+                    f"model {model_id!r} is not in this server's registry",
+                    metadata={"modelId": model_id},
+                )
+        datasets = []
+        for ref in spec.datasets:
+            row = await self._store.find_dataset(tenant, ref.name, ref.benchmark_version)
+            if row is None:
+                raise NotFound(
+                    ErrorReason.DATASET_VERSION_NOT_FOUND,
+                    f"dataset {ref.name} {ref.benchmark_version} not found",
+                    metadata={"name": ref.name, "benchmarkVersion": ref.benchmark_version},
+                )
+            datasets.append(row)
+        limits = self._config.limits
+        subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
+        if subtasks > limits.max_subtasks_per_run:
+            raise ResourceExhausted(
+                ErrorReason.LIMIT_EXCEEDED,
+                f"the run would have {subtasks} subtasks, over max_subtasks_per_run "
+                f"({limits.max_subtasks_per_run})",
+                metadata={
+                    "limit": "max_subtasks_per_run",
+                    "limitValue": limits.max_subtasks_per_run,
+                    "requested": subtasks,
+                },
+            )
+        cap = limits.max_runs_in_flight_per_tenant
+        live = await self._store.list_runs(tenant, None, cap, states=_LIVE)
+        if len(live) >= cap:
+            raise ResourceExhausted(
+                ErrorReason.LIMIT_EXCEEDED,
+                f"{len(live)} runs are in flight, the limit max_runs_in_flight_per_tenant is {cap}",
+                metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
+            )
+        return datasets
+
+    async def get(self, tenant: str, run_id: str) -> Run:
+        return await self._run(await self._owned(tenant, run_id))
+
+    async def list(
+        self, tenant: str, *, size: int = 0, token: str = "", states: Sequence[RunState] = ()
+    ) -> Page[Run]:
+        filters = {"states": sorted(s.value for s in states)}
+        after = keyset(decode_token(token, "runs", tenant, filters))
+        limit = page_size(size)
+        rows = await self._store.list_runs(tenant, after, limit + 1, states=states)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_token = ""
+        if more:
+            next_token = encode_token(
+                "runs", tenant, filters, [rows[-1].created_at, rows[-1].run_id]
+            )
+        return Page(tuple([await self._run(r) for r in rows]), next_token)
+
+    async def cancel(self, tenant: str, run_id: str) -> Run:
+        """Cancel a live run (a finished one is returned unchanged)."""
+        run = await self._owned(tenant, run_id)
+        if not run.state.is_terminal:
+            await self._engine.cancel_run(run_id)
+        return await self.get(tenant, run_id)
+
+    async def retry(
+        self,
+        tenant: str,
+        run_id: str,
+        task_ids: Sequence[str] = (),
+        categories: Sequence[ErrorCategory] = (),
+    ) -> tuple[Run, int]:
+        """Re-queue a finished run's failed_permanent subtasks; returns how many."""
+        run = await self._owned(tenant, run_id)
+        if not run.state.is_terminal or run.cancel_requested:
+            raise FailedPrecondition(
+                ErrorReason.RUN_NOT_RETRYABLE,
+                f"run {run_id} is {run.state.value}"
+                + (" (cancelled)" if run.cancel_requested else "")
+                + "; only a finished, not cancelled run can be retried",
+                metadata={"runId": run_id, "state": run.state.value},
+            )
+        known = {t.task_id for t in await self._store.get_tasks(run_id)}
+        unknown = [t for t in task_ids if t not in known]
+        if unknown:
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                f"task_ids not in run {run_id}: {', '.join(unknown)}",
+                metadata={"runId": run_id},
+            )
+        report = await self._engine.retry_run(run_id, task_ids, [c.value for c in categories])
+        if report.changed == 0:
+            raise FailedPrecondition(
+                ErrorReason.RUN_NOT_RETRYABLE,
+                f"run {run_id} has no permanently failed subtasks matching the request",
+                metadata={"runId": run_id},
+            )
+        return await self.get(tenant, run_id), report.changed
+
+    async def watch(self, tenant: str, run_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+        await self._owned(tenant, run_id)
+        return await self._engine.watch(run_id, after_seq)
+
+    async def results(
+        self,
+        tenant: str,
+        run_id: str,
+        *,
+        task_ids: Sequence[str] = (),
+        size: int = 0,
+        token: str = "",
+    ) -> Page[TaskEvaluation]:
+        await self._owned(tenant, run_id)
+        filters = {"run": run_id, "tasks": sorted(task_ids)}
+        offset = integer(decode_token(token, "results", tenant, filters))
+        limit = page_size(size)
+        rows = [
+            r for r in await self._store.read_results(run_id) if not task_ids or r[0] in task_ids
+        ]
+        page = rows[offset : offset + limit]
+        next_token = ""
+        if offset + limit < len(rows):
+            next_token = encode_token("results", tenant, filters, [offset + limit])
+        return Page(tuple(TaskEvaluation.from_json(r[1]) for r in page), next_token)
+
+    async def samples(
+        self,
+        tenant: str,
+        run_id: str,
+        *,
+        task_id: str | None = None,
+        states: Sequence[SubtaskState] = (),
+        size: int = 0,
+        token: str = "",
+    ) -> Page[Sample]:
+        await self._owned(tenant, run_id)
+        tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
+        if task_id and task_id not in tasks:
+            raise NotFound(ErrorReason.RUN_NOT_FOUND, f"task {task_id!r} not found in run {run_id}")
+        filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
+        after = integer(decode_token(token, "samples", tenant, filters))
+        limit = page_size(size)
+        rows = await self._store.run_subtasks(run_id, task_id or None, states, after, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        templates: dict[str, tuple[TaskType, str | None]] = {}
+        for task in tasks.values():
+            dataset = await self._store.get_dataset(task.dataset_id)
+            assert dataset is not None
+            templates[task.task_id] = (dataset.task_type, dataset.prompt_template)
+        samples = tuple(Sample.of(r, *templates[r.task_id]) for r in rows)
+        next_token = encode_token("samples", tenant, filters, [rows[-1].row_id]) if more else ""
+        return Page(samples, next_token)

@@ -1,0 +1,59 @@
+"""The evaluation engine: dispatch under three limits, retries, cancel, resume, scoring
+as each task finishes, and per-run event streams. Imports no grpc."""
+
+from evald_server.engine._engine import Engine
+from evald_server.engine._events import EventHub
+from evald_server.engine._executor import TaskContext
+from evald_server.engine._limits import (
+    MODEL_LIMIT,
+    RUN_LIMIT,
+    SERVER_LIMIT,
+    Limit,
+    Limiter,
+    LimitStats,
+    check_limit,
+)
+from evald_server.engine._profile import build_profile, percentile
+from evald_server.engine._progress import RunEvent, RunProgress, SampleFailure, TaskProgress
+from evald_server.engine._results import (
+    CONTRACT_VERSION,
+    BenchmarkRef,
+    ExecutionProfile,
+    ModelIdentity,
+    Provenance,
+    TaskEvaluation,
+)
+from evald_server.engine._retry_policy import RetryPolicy
+from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
+from evald_server.engine._watcher import ScoringPort, task_outcome
+
+__all__ = [
+    "CONTRACT_VERSION",
+    "MODEL_LIMIT",
+    "RUN_LIMIT",
+    "SERVER_LIMIT",
+    "BenchmarkRef",
+    "DatasetRef",
+    "Engine",
+    "EventHub",
+    "ExecutionProfile",
+    "Limit",
+    "LimitStats",
+    "Limiter",
+    "ModelIdentity",
+    "Provenance",
+    "RetryPolicy",
+    "RunEvent",
+    "RunProgress",
+    "RunSpec",
+    "SampleFailure",
+    "ScoringPort",
+    "TaskContext",
+    "TaskEvaluation",
+    "TaskProgress",
+    "build_profile",
+    "check_limit",
+    "generation_params",
+    "percentile",
+    "task_outcome",
+]

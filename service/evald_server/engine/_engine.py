@@ -1,0 +1,213 @@
+"""The engine: durable runs executed under three limits, scored as each task finishes.
+
+``Engine.run`` is an anyio service (``await tg.start(engine.run)``): on start it resumes
+what a previous process left (subtasks left ``running`` go back to pending without
+spending a retry, live runs are dispatched again, finished tasks not yet scored are
+scored), then runs the committer, the dispatcher, the watcher and the progress
+tracker until ``drain``.
+"""
+
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+
+import anyio
+import anyio.abc
+
+from evald_server.config import GenerationParams
+from evald_server.domain import ErrorReason, EvalError, RunState, TaskState
+from evald_server.engine._committer import Committer
+from evald_server.engine._dispatcher import Dispatcher
+from evald_server.engine._events import EventHub
+from evald_server.engine._executor import TaskContext
+from evald_server.engine._limits import Limiter, LimitStats
+from evald_server.engine._progress import RunEvent
+from evald_server.engine._progress_tracker import ProgressTracker
+from evald_server.engine._spec import RunSpec
+from evald_server.engine._watcher import ScoringPort, Watcher
+from evald_server.providers import Provider
+from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
+
+_log = logging.getLogger(__name__)
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        providers: Mapping[str, Provider],
+        model_limits: Mapping[str, int],
+        scoring: ScoringPort,
+        *,
+        max_inflight: int,
+        heartbeat_s: float = 5.0,
+        commit_batch: int = 256,
+        commit_delay_s: float = 0.02,
+        scoring_concurrency: int = 2,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self._providers = providers
+        self.limiter = Limiter(max_inflight, dict(model_limits))
+        self.events = EventHub(store, heartbeat_s=heartbeat_s)
+        self._contexts: dict[str, TaskContext] = {}
+        self._run_tasks: dict[str, list[str]] = {}
+        self.committer = Committer(
+            store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
+        )
+        self.dispatcher = Dispatcher(
+            store,
+            self.limiter,
+            providers,
+            self.committer,
+            self._contexts,
+            self.events.publish,
+            rng=rng,
+        )
+        self.watcher = Watcher(
+            store,
+            scoring,
+            self.events.publish,
+            self._on_run_finished,
+            concurrency=scoring_concurrency,
+        )
+        self.progress = ProgressTracker(store, self.events.publish)
+        self._dispatcher_done = anyio.Event()
+        self._committer_done = anyio.Event()
+        self._stopped = anyio.Event()
+        self._draining = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            await self._resume()
+            tg.start_soon(_until_done, self.committer.run, self._committer_done)
+            tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
+            await tg.start(self.watcher.run)
+            await tg.start(self.progress.run)
+            task_status.started()
+            await self._stopped.wait()
+            tg.cancel_scope.cancel()
+
+    async def drain(self) -> None:
+        """Stop claiming, abort in-flight calls (back to pending, no retry spent), write
+        every outcome, and stop. Scoring in progress is abandoned: those tasks stay in
+        ``scoring`` and are scored on the next start."""
+        if self._draining:
+            await self._stopped.wait()
+            return
+        self._draining = True
+        self.dispatcher.stop()
+        await self._dispatcher_done.wait()
+        await self.committer.close()
+        await self._committer_done.wait()
+        self._stopped.set()
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    async def _resume(self) -> None:
+        requeued = await self.store.requeue_running(owner=None, now=time.time())
+        live = await self.store.live_run_ids()
+        for run_id in live:
+            await self.register_run(run_id)
+        self.watcher.schedule(await self.store.scoring_task_ids())
+        if requeued or live:
+            _log.info("resumed %d live run(s); %d subtask(s) requeued", len(live), requeued)
+
+    # -- runs ----------------------------------------------------------------------------
+
+    async def register_run(self, run_id: str) -> None:
+        """Load a run's task contexts and hand its work to the dispatcher."""
+        run = await self.store.get_run(run_id)
+        if run is None or run.state.is_terminal:
+            return
+        spec = RunSpec.from_json(run.spec)
+        tasks = await self.store.get_tasks(run_id)
+        self._run_tasks[run_id] = [t.task_id for t in tasks]
+        for task in tasks:
+            dataset = await self.store.get_dataset(task.dataset_id)
+            assert dataset is not None
+            self._contexts[task.task_id] = TaskContext(
+                task_id=task.task_id,
+                run_id=run_id,
+                model_id=task.model_id,
+                task_type=dataset.task_type,
+                template=dataset.prompt_template,
+                params=GenerationParams.model_validate(task.model["params"]),
+                policy=spec.retry_policy,
+            )
+        self.limiter.add_run(run_id, spec.max_concurrency)
+        live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
+        if run.cancel_requested:
+            await self._finish_cancel(run_id)
+            return
+        for model_id in sorted(live - set(self._providers)):
+            error = EvalError.of(
+                ErrorReason.MODEL_NOT_FOUND,
+                f"model {model_id!r} is no longer configured on this server",
+                modelId=model_id,
+            )
+            self.watcher.schedule(
+                await self.store.fail_model_work(run_id, model_id, error, time.time())
+            )
+        self.dispatcher.add_work(run_id, sorted(live & set(self._providers)))
+
+    async def cancel_run(self, run_id: str) -> TransitionReport:
+        report = await self._finish_cancel(run_id)
+        await self.dispatcher.cancel_run(run_id)
+        return report
+
+    async def _finish_cancel(self, run_id: str) -> TransitionReport:
+        report = await self.store.cancel_run(run_id, time.time())
+        self.events.publish(report.events)
+        self.watcher.schedule(report.finished_tasks)
+        return report
+
+    async def retry_run(
+        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str]
+    ) -> TransitionReport:
+        report = await self.store.retry_failed(run_id, task_ids, categories, time.time())
+        if report.changed:
+            self.events.publish(report.events)
+            await self.register_run(run_id)
+        return report
+
+    async def watch(self, run_id: str, after_seq: int) -> AsyncIterator[RunEvent]:
+        """Validate the cursor now (errors raise here), then iterate the events."""
+        return await self.events.subscribe(run_id, after_seq)
+
+    def limiter_stats(self) -> list[LimitStats]:
+        return self.limiter.stats()
+
+    # -- callbacks -----------------------------------------------------------------------
+
+    async def _on_committed(
+        self, batch: Sequence[SubtaskOutcome], report: CompletionReport
+    ) -> None:
+        self.events.publish(report.events)
+        for retry in report.retries:
+            self.dispatcher.retry_scheduled(retry.run_id, retry.model_id, retry.next_attempt_at)
+        force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}
+        self.progress.completed(report.completed_per_run, force=force)
+        self.watcher.schedule(report.finished_tasks)
+
+    def _on_run_finished(self, run_id: str, state: RunState) -> None:
+        _log.info("run %s finished: %s", run_id, state.value)
+        self.limiter.remove_run(run_id)
+        self.dispatcher.forget_run(run_id)
+        self.progress.forget(run_id)
+        for task_id in self._run_tasks.pop(run_id, ()):
+            self._contexts.pop(task_id, None)
+
+
+async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:
+    try:
+        await fn()
+    finally:
+        done.set()

@@ -1,0 +1,139 @@
+"""Run event subscriptions: replay from the store, then follow live.
+
+The store is the log (seqs are assigned in the transaction that appends an event); the
+hub only remembers, per run with subscribers, the last published seq and a small ring
+of recent events, and wakes waiting subscribers. A subscriber *pulls*: it reads the
+ring when the ring covers its cursor and the store otherwise, at its own pace, so a
+slow subscriber holds no queue at all and can never slow the engine. Its cursor makes
+delivery gap-free and duplicate-free whatever order events are published in.
+"""
+
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+import anyio
+
+from evald_server.domain import ErrorReason, InvalidArgument, NotFound, OutOfRange
+from evald_server.engine._progress import RunEvent
+from evald_server.store import EventRow, Store
+
+_PAGE = 256
+
+
+@dataclass(slots=True)
+class _Channel:
+    last_seq: int
+    subscribers: int = 0
+    ring: deque[EventRow] = field(default_factory=deque)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def since(self, cursor: int) -> list[EventRow] | None:
+        """Events after ``cursor`` from the ring; None when the ring does not reach back."""
+        if not self.ring or self.ring[0].seq > cursor + 1:
+            return None if self.last_seq > cursor else []
+        return [e for e in self.ring if e.seq > cursor]
+
+
+class EventHub:
+    """Publishes committed events to live subscribers; ``subscribe`` is the watch."""
+
+    def __init__(self, store: Store, *, heartbeat_s: float = 5.0, ring_size: int = 512) -> None:
+        self._store = store
+        self._heartbeat_s = heartbeat_s
+        self._ring_size = ring_size
+        self._channels: dict[str, _Channel] = {}
+
+    def publish(self, events: Iterable[EventRow]) -> None:
+        """Tell subscribers about events that have committed (never blocks)."""
+        woken: set[str] = set()
+        for event in events:
+            channel = self._channels.get(event.run_id)
+            if channel is None:
+                continue  # nobody is watching: the store has it
+            if event.seq == channel.last_seq + 1:
+                channel.ring.append(event)
+                if len(channel.ring) > self._ring_size:
+                    channel.ring.popleft()
+            elif event.seq > channel.last_seq:
+                channel.ring.clear()  # out of order: the gap is read from the store
+            channel.last_seq = max(channel.last_seq, event.seq)
+            woken.add(event.run_id)
+        for run_id in woken:
+            channel = self._channels[run_id]
+            channel.changed.set()
+            channel.changed = anyio.Event()
+
+    async def subscribe(self, run_id: str, after_seq: int) -> AsyncIterator[RunEvent]:
+        """Events with seq > ``after_seq``, then live ones, ending after the terminal one.
+
+        Raises ``OutOfRange`` (WATCH_SEQ_EXPIRED, metadata ``oldestSeq``) when events
+        after ``after_seq`` are no longer retained. The caller checks the tenant.
+        """
+        run = await self._store.get_run(run_id)
+        if run is None:
+            raise NotFound(ErrorReason.RUN_NOT_FOUND, f"run {run_id!r} not found")
+        if after_seq < 0 or after_seq > run.last_seq:
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                f"after_seq must be between 0 and the run's last seq {run.last_seq}",
+                metadata={"lastSeq": run.last_seq},
+            )
+        _check_retained(run_id, after_seq, run.oldest_seq)
+        if run.terminal_seq is not None and after_seq >= run.terminal_seq:
+            return _nothing()  # the client has seen the end already
+        return self._follow(run_id, after_seq, run.last_seq)
+
+    async def _follow(self, run_id: str, cursor: int, last_seq: int) -> AsyncIterator[RunEvent]:
+        channel = self._channels.get(run_id)
+        if channel is None:
+            channel = self._channels[run_id] = _Channel(last_seq=last_seq)
+        channel.subscribers += 1
+        from_store = True  # the first read is the store's: the channel may be new
+        try:
+            while True:
+                waiter = channel.changed  # taken before reading: no wakeup is lost
+                events = None if from_store else channel.since(cursor)
+                from_store = False
+                if events is None:
+                    events = await self._store.read_events(run_id, cursor, _PAGE)
+                    if events and events[0].seq != cursor + 1:
+                        _check_retained(run_id, cursor, events[0].seq)
+                    channel.last_seq = max(channel.last_seq, events[-1].seq if events else 0)
+                for row in events:
+                    event = RunEvent.from_row(row)
+                    yield event
+                    cursor = row.seq
+                    if event.is_terminal and await self._is_last(run_id, row.seq):
+                        return
+                if events:
+                    continue
+                with anyio.move_on_after(self._heartbeat_s) as idle:
+                    await waiter.wait()
+                if idle.cancelled_caught:
+                    yield RunEvent.heartbeat(run_id, cursor, time.time())
+        finally:
+            channel.subscribers -= 1
+            if channel.subscribers == 0:
+                self._channels.pop(run_id, None)
+
+    async def _is_last(self, run_id: str, seq: int) -> bool:
+        """A terminal event ends the watch unless the run went on (a retry) after it."""
+        run = await self._store.get_run(run_id)
+        return run is None or run.terminal_seq == seq or run.last_seq == seq
+
+
+async def _nothing() -> AsyncIterator[RunEvent]:
+    return
+    yield  # an async generator that yields nothing
+
+
+def _check_retained(run_id: str, cursor: int, oldest_seq: int) -> None:
+    if cursor < oldest_seq - 1:
+        raise OutOfRange(
+            ErrorReason.WATCH_SEQ_EXPIRED,
+            f"events of run {run_id} after seq {cursor} are no longer retained; "
+            f"the oldest retained is {oldest_seq}",
+            metadata={"oldestSeq": oldest_seq},
+        )

@@ -1,0 +1,121 @@
+"""One model call: render the prompt, call the provider, turn what happened into an outcome.
+
+The outcome is data for the store (``SubtaskOutcome``); nothing here raises for a
+failed call. A provider that raises something other than ``ProviderFailure`` has a bug:
+it is logged with its traceback and the subtask fails permanently with INTERNAL_ERROR,
+without taking the engine down.
+"""
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+from evald_server.config import GenerationParams
+from evald_server.datasets import render_prompt, simulator_reference
+from evald_server.domain import ErrorReason, EvalError, TaskType
+from evald_server.engine._retry_policy import RetryPolicy
+from evald_server.providers import Provider, ProviderFailure, ProviderRequest, RetryKind
+from evald_server.store import ClaimedSubtask, OutcomeKind, SubtaskOutcome
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What every call of one task needs, loaded once per task."""
+
+    task_id: str
+    run_id: str
+    model_id: str
+    task_type: TaskType
+    template: str | None
+    params: GenerationParams
+    policy: RetryPolicy
+
+
+def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
+    return SubtaskOutcome(
+        row_id=item.row_id,
+        run_id=item.run_id,
+        task_id=item.task_id,
+        model_id=item.model_id,
+        record_idx=item.record_idx,
+        repeat_index=item.repeat_index,
+        kind=kind,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+async def call_model(
+    item: ClaimedSubtask, ctx: TaskContext, provider: Provider, rng: random.Random
+) -> SubtaskOutcome:
+    """Run one attempt of ``item``; cancellation propagates (the caller records it)."""
+    started = time.perf_counter()
+    try:
+        request = ProviderRequest(
+            messages=render_prompt(ctx.task_type, item.fields, ctx.template),
+            params=ctx.params,
+            request_key=item.subtask_id,
+            reference=simulator_reference(ctx.task_type, item.fields),
+        )
+        completion = await provider.complete(request)
+    except ProviderFailure as failure:
+        return failed(item, ctx, failure, time.perf_counter() - started, rng)
+    except Exception as exc:  # a bug below us: keep the engine running, keep the evidence
+        _log.exception("model call for subtask %s raised", item.subtask_id)
+        error = EvalError.of(
+            ErrorReason.INTERNAL_ERROR,
+            f"internal error calling model {ctx.model_id}: {type(exc).__name__}",
+        )
+        call_time = time.perf_counter() - started
+        return _outcome(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
+    return _outcome(
+        item,
+        OutcomeKind.SUCCEEDED,
+        output=completion.text,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        latency_s=completion.latency_s,
+        ttft_s=completion.ttft_s,
+        call_time_s=time.perf_counter() - started,
+    )
+
+
+def failed(
+    item: ClaimedSubtask,
+    ctx: TaskContext,
+    failure: ProviderFailure,
+    call_time_s: float,
+    rng: random.Random,
+) -> SubtaskOutcome:
+    """A failed attempt: a durable retry time, or ``failed_permanent``."""
+    attempts = item.attempt + 1
+    decision = failure.decision
+    rate_limited = decision.kind is RetryKind.RATE_LIMITED
+    if not ctx.policy.should_retry(attempts, decision):
+        return _outcome(
+            item,
+            OutcomeKind.FAILED_PERMANENT,
+            error=failure.error,
+            call_time_s=call_time_s,
+            rate_limited=rate_limited,
+        )
+    delay = ctx.policy.delay_s(attempts, decision, rng)
+    return _outcome(
+        item,
+        OutcomeKind.RETRY,
+        error=failure.error,
+        next_attempt_at=time.time() + delay,
+        call_time_s=call_time_s,
+        rate_limited=rate_limited,
+    )
+
+
+def aborted(
+    item: ClaimedSubtask, *, attempted: bool, release: bool, call_time_s: float
+) -> SubtaskOutcome:
+    """An attempt stopped by us: cancelled with its run, or released by a drain (pending
+    again, no retry spent)."""
+    kind = OutcomeKind.RELEASED if release else OutcomeKind.CANCELLED
+    return _outcome(item, kind, attempted=attempted, call_time_s=call_time_s)

@@ -1,0 +1,101 @@
+"""The three named, keyed concurrency limits a model call must hold, with statistics.
+
+* ``max_inflight`` (key ``server``): every call of the process;
+* ``model.max_concurrency`` (key: model id): shared by every run using the model, which
+  is what keeps a provider from rate-limiting us;
+* ``run.max_concurrency`` (key: run id): optional, per run.
+"""
+
+from dataclasses import dataclass
+
+import anyio
+
+from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument
+
+SERVER_LIMIT = "max_inflight"
+MODEL_LIMIT = "model.max_concurrency"
+RUN_LIMIT = "run.max_concurrency"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitStats:
+    name: str
+    key: str
+    capacity: int
+    in_use: int
+    waiting: int
+
+
+class Limit:
+    """One counting limit; FIFO for waiters, with a non-blocking ``try_acquire``."""
+
+    def __init__(self, name: str, key: str, capacity: int) -> None:
+        check_limit(name, capacity)
+        self.name = name
+        self.key = key
+        self.capacity = capacity
+        self._semaphore = anyio.Semaphore(capacity, max_value=capacity, fast_acquire=True)
+
+    async def acquire(self) -> None:
+        await self._semaphore.acquire()
+
+    def try_acquire(self) -> bool:
+        try:
+            self._semaphore.acquire_nowait()
+        except anyio.WouldBlock:
+            return False
+        return True
+
+    def release(self) -> None:
+        self._semaphore.release()
+
+    @property
+    def in_use(self) -> int:
+        return self.capacity - self._semaphore.value
+
+    def stats(self) -> LimitStats:
+        return LimitStats(
+            name=self.name,
+            key=self.key,
+            capacity=self.capacity,
+            in_use=self.in_use,
+            waiting=self._semaphore.statistics().tasks_waiting,
+        )
+
+
+def check_limit(name: str, value: int) -> None:
+    """Reject a limit below 1 with INVALID_ARGUMENT naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(
+            ErrorReason.INVALID_ARGUMENT,
+            f"{name} must be an integer of at least 1, got {value!r}",
+            metadata={"limit": name},
+            field_violations=(FieldViolation(name, "must be at least 1"),),
+        )
+
+
+class Limiter:
+    """The server's limits: one server-wide, one per configured model, one per run."""
+
+    def __init__(self, max_inflight: int, model_limits: dict[str, int]) -> None:
+        self.server = Limit(SERVER_LIMIT, "server", max_inflight)
+        self._models = {m: Limit(MODEL_LIMIT, m, c) for m, c in model_limits.items()}
+        self._runs: dict[str, Limit] = {}
+
+    def model(self, model_id: str) -> Limit:
+        return self._models[model_id]
+
+    def run(self, run_id: str) -> Limit | None:
+        return self._runs.get(run_id)
+
+    def add_run(self, run_id: str, max_concurrency: int | None) -> None:
+        if max_concurrency is not None and run_id not in self._runs:
+            self._runs[run_id] = Limit(RUN_LIMIT, run_id, max_concurrency)
+
+    def remove_run(self, run_id: str) -> None:
+        """Forget a finished run's limit (its calls have all returned)."""
+        self._runs.pop(run_id, None)
+
+    def stats(self) -> list[LimitStats]:
+        limits = [self.server, *self._models.values(), *self._runs.values()]
+        return [limit.stats() for limit in limits]

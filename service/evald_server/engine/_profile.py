@@ -1,0 +1,52 @@
+"""The ExecutionProfile of a task, from what the store aggregated over its subtasks."""
+
+import math
+from collections.abc import Sequence
+
+from evald_server.engine._results import ExecutionProfile
+from evald_server.store import ProfileInputs
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default) of sorted values."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    position = (len(sorted_values) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    weight = position - low
+    return sorted_values[low] * (1.0 - weight) + sorted_values[high] * weight
+
+
+def _ms(values: Sequence[float], q: float) -> float | None:
+    return percentile(values, q) * 1000.0 if values else None
+
+
+def build_profile(inputs: ProfileInputs, *, scoring_time_s: float) -> ExecutionProfile:
+    latencies = sorted(inputs.latencies_s)
+    ttfts = sorted(inputs.ttfts_s)
+    wall = 0.0
+    if inputs.started_at is not None and inputs.finished_at is not None:
+        wall = max(0.0, inputs.finished_at - inputs.started_at)
+    counters = inputs.counters
+    return ExecutionProfile(
+        samples_total=counters.total,
+        samples_succeeded=counters.succeeded,
+        samples_failed=counters.failed_permanent,
+        samples_cancelled=counters.cancelled,
+        wall_time_s=wall,
+        latency_mean_ms=sum(latencies) / len(latencies) * 1000.0 if latencies else None,
+        latency_p50_ms=_ms(latencies, 50),
+        latency_p90_ms=_ms(latencies, 90),
+        latency_p99_ms=_ms(latencies, 99),
+        ttft_p50_ms=_ms(ttfts, 50),
+        ttft_p99_ms=_ms(ttfts, 99),
+        prompt_tokens=inputs.prompt_tokens,
+        completion_tokens=inputs.completion_tokens,
+        tokens_per_second=inputs.completion_tokens / wall if wall > 0 else 0.0,
+        requests=inputs.requests,
+        retries=inputs.retries,
+        rate_limited=inputs.rate_limited,
+        effective_concurrency=inputs.call_time_s / wall if wall > 0 else 0.0,
+        scoring_time_s=scoring_time_s,
+    )

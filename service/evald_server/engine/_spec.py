@@ -1,0 +1,142 @@
+"""What a client submits: a ``RunSpec`` (models × dataset versions, limits, retries).
+
+Built from plain values (the gRPC servicer converts proto → ``RunSpec``); it validates
+itself on construction, naming every bad field, and has one canonical JSON form that
+is stored with the run and hashed for request idempotency.
+"""
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from evald_server.config import GenerationParams
+from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument
+from evald_server.engine._retry_policy import RetryPolicy
+
+MAX_REPEAT = 100
+MAX_LABELS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRef:
+    """A dataset version by name, as clients refer to it."""
+
+    name: str
+    benchmark_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One evaluation request: every model × every dataset, ``repeat`` times each record."""
+
+    models: tuple[str, ...]
+    datasets: tuple[DatasetRef, ...]
+    name: str = ""
+    repeat: int = 1
+    max_concurrency: int | None = None
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    params: GenerationParams | None = None  # overrides every model's default params
+    labels: Mapping[str, str] = field(default_factory=dict)
+    seed: int = 0  # bootstrap seed of the metric intervals
+    scoring_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        problems = list(_problems(self))
+        if problems:
+            raise InvalidArgument(
+                ErrorReason.RUN_SPEC_INVALID,
+                "invalid run spec: " + "; ".join(f"{n}: {w}" for n, w in problems),
+                field_violations=tuple(FieldViolation(n, w) for n, w in problems),
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "models": list(self.models),
+            "datasets": [
+                {"name": d.name, "benchmark_version": d.benchmark_version} for d in self.datasets
+            ],
+            "name": self.name,
+            "repeat": self.repeat,
+            "max_concurrency": self.max_concurrency,
+            "retry_policy": self.retry_policy.to_json(),
+            "params": None
+            if self.params is None
+            else self.params.model_dump(mode="json", exclude_unset=True),
+            "labels": dict(sorted(self.labels.items())),
+            "seed": self.seed,
+            "scoring_timeout_s": self.scoring_timeout_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
+        params = data.get("params")
+        return cls(
+            models=tuple(data["models"]),
+            datasets=tuple(DatasetRef(d["name"], d["benchmark_version"]) for d in data["datasets"]),
+            name=str(data.get("name", "")),
+            repeat=int(data.get("repeat", 1)),
+            max_concurrency=data.get("max_concurrency"),
+            retry_policy=RetryPolicy.from_json(data.get("retry_policy", {})),
+            params=None if params is None else GenerationParams.model_validate(params),
+            labels=dict(data.get("labels", {})),
+            seed=int(data.get("seed", 0)),
+            scoring_timeout_s=float(data.get("scoring_timeout_s", 600.0)),
+        )
+
+    def body_hash(self) -> str:
+        """The hash a ``request_id`` is bound to: same id + different body → conflict."""
+        canonical = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def generation_params(data: Mapping[str, Any]) -> GenerationParams:
+    """Run-level generation overrides from plain values; bad ones name their field."""
+    try:
+        return GenerationParams.model_validate(dict(data))
+    except ValidationError as exc:
+        violations = tuple(
+            FieldViolation("params." + ".".join(str(p) for p in e["loc"]), e["msg"])
+            for e in exc.errors()
+        )
+        raise InvalidArgument(
+            ErrorReason.RUN_SPEC_INVALID,
+            "invalid run spec: " + "; ".join(f"{v.field}: {v.description}" for v in violations),
+            field_violations=violations,
+        ) from exc
+
+
+def _problems(spec: RunSpec) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if not spec.models:
+        problems.append(("models", "at least one model is required"))
+    if len(set(spec.models)) != len(spec.models):
+        problems.append(("models", "a model is listed twice"))
+    if any(not isinstance(m, str) or not m for m in spec.models):
+        problems.append(("models", "model ids must be non-empty strings"))
+    if not spec.datasets:
+        problems.append(("datasets", "at least one dataset is required"))
+    if len(set(spec.datasets)) != len(spec.datasets):
+        problems.append(("datasets", "a dataset version is listed twice"))
+    for i, ref in enumerate(spec.datasets):
+        if not ref.name or not ref.benchmark_version:
+            problems.append((f"datasets[{i}]", "name and benchmark_version are required"))
+    if isinstance(spec.repeat, bool) or not 1 <= spec.repeat <= MAX_REPEAT:
+        problems.append(("repeat", f"must be between 1 and {MAX_REPEAT}"))
+    if spec.max_concurrency is not None and (
+        isinstance(spec.max_concurrency, bool) or spec.max_concurrency < 1
+    ):
+        problems.append(("max_concurrency", "must be at least 1 (or unset)"))
+    if len(spec.name) > 256:
+        problems.append(("name", "at most 256 characters"))
+    if len(spec.labels) > MAX_LABELS:
+        problems.append(("labels", f"at most {MAX_LABELS} labels"))
+    if any(not k or len(k) > 63 or len(v) > 256 for k, v in spec.labels.items()):
+        problems.append(("labels", "keys 1-63 characters, values at most 256"))
+    if not (math.isfinite(spec.scoring_timeout_s) and 1 <= spec.scoring_timeout_s <= 86_400):
+        problems.append(("scoring_timeout_s", "must be between 1 and 86400 s"))
+    return problems

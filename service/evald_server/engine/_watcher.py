@@ -1,0 +1,230 @@
+"""Watch-evaluation: score each task the moment its subtasks are all terminal.
+
+Scoring runs in the scoring pool's worker processes, so the event loop (and every
+other task's inference) carries on meanwhile. A task with permanently failed or
+cancelled subtasks is scored on its successes and marked partial; one with no success
+is not scored (failed, or cancelled). A scorer failure fails that task alone, with an
+EVAL_OPERATOR_ERROR. The result and the task's final state are written together with
+the ``task_scored`` event (and the run's end when it was the last task).
+"""
+
+import logging
+import platform
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+import anyio
+import anyio.abc
+
+import evald_server
+from evald_server.datasets import template_sha256
+from evald_server.domain import (
+    ErrorReason,
+    EvalError,
+    ResultStatus,
+    RunState,
+    SubtaskState,
+    TaskState,
+    TaskType,
+)
+from evald_server.engine._profile import build_profile
+from evald_server.engine._results import (
+    CONTRACT_VERSION,
+    BenchmarkRef,
+    ModelIdentity,
+    Provenance,
+    TaskEvaluation,
+)
+from evald_server.engine._spec import RunSpec
+from evald_server.scoring import ScoreReport, ScoringFailure, ScoringSample
+from evald_server.store import Counters, EventRow, SampleScoreRow, Store, TaskFinish
+
+_log = logging.getLogger(__name__)
+_PAGE = 2000
+
+_STATUS = {
+    TaskState.SUCCEEDED: ResultStatus.SUCCESS,
+    TaskState.PARTIAL: ResultStatus.PARTIAL_SUCCESS,
+    TaskState.FAILED: ResultStatus.FAILED,
+    TaskState.CANCELLED: ResultStatus.CANCELLED,
+}
+
+
+class ScoringPort(Protocol):
+    """What the watcher needs of the scoring pool."""
+
+    async def score(
+        self, task_type: TaskType, samples: Sequence[ScoringSample], *, seed: int, timeout_s: float
+    ) -> ScoreReport: ...
+
+
+def task_outcome(counters: Counters, *, scorer_failed: bool) -> TaskState:
+    """A task's final state from its subtask counters."""
+    if scorer_failed:
+        return TaskState.FAILED
+    if counters.succeeded == 0:
+        only_cancelled = counters.cancelled > 0 and counters.failed_permanent == 0
+        return TaskState.CANCELLED if only_cancelled else TaskState.FAILED
+    if counters.succeeded == counters.total:
+        return TaskState.SUCCEEDED
+    return TaskState.PARTIAL
+
+
+class Watcher:
+    def __init__(
+        self,
+        store: Store,
+        scoring: ScoringPort,
+        publish: Callable[[Iterable[EventRow]], None],
+        on_run_finished: Callable[[str, RunState], None],
+        *,
+        concurrency: int = 2,
+    ) -> None:
+        self._store = store
+        self._scoring = scoring
+        self._publish = publish
+        self._on_run_finished = on_run_finished
+        self._slots = anyio.Semaphore(concurrency)
+        self._queue: deque[str] = deque()
+        self._queued: set[str] = set()
+        self._wake = anyio.Event()
+        self.scored = 0
+
+    def schedule(self, task_ids: Iterable[str]) -> None:
+        for task_id in task_ids:
+            if task_id not in self._queued:
+                self._queued.add(task_id)
+                self._queue.append(task_id)
+        self._wake.set()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            task_status.started()
+            while True:
+                while not self._queue:
+                    self._wake = anyio.Event()
+                    await self._wake.wait()
+                task_id = self._queue.popleft()
+                await self._slots.acquire()
+                tg.start_soon(self._score_one, task_id)
+
+    async def _score_one(self, task_id: str) -> None:
+        try:
+            await self.score_task(task_id)
+        except Exception:  # a bug: log it, leave the task in 'scoring' for the next start
+            _log.exception("scoring task %s failed unexpectedly", task_id)
+        finally:
+            self._queued.discard(task_id)
+            self._slots.release()
+
+    async def score_task(self, task_id: str) -> None:
+        task = await self._store.get_task(task_id)
+        if task is None or task.state is not TaskState.SCORING:
+            return
+        run = await self._store.get_run(task.run_id)
+        dataset = await self._store.get_dataset(task.dataset_id)
+        assert run is not None
+        assert dataset is not None
+        spec = RunSpec.from_json(run.spec)
+        counters = await self._store.recount_task(task_id)
+        started = time.perf_counter()
+        report: ScoreReport | None = None
+        errors: list[EvalError] = []
+        row_ids: dict[str, int] = {}
+        if counters.succeeded > 0:
+            samples, row_ids = await self._samples(task_id)
+            try:
+                report = await self._scoring.score(
+                    dataset.task_type, samples, seed=spec.seed, timeout_s=spec.scoring_timeout_s
+                )
+            except ScoringFailure as failure:
+                errors.append(failure.error)
+            del samples
+        scoring_time = time.perf_counter() - started
+        inputs = await self._store.profile_inputs(task_id)
+        errors.extend(
+            EvalError.of(
+                ErrorReason(reason),
+                f"{count} sample(s) failed permanently with {reason}",
+                samples=count,
+            )
+            for reason, count in inputs.failure_reasons
+            if reason in ErrorReason.__members__.values()
+        )
+        state = task_outcome(counters, scorer_failed=report is None and counters.succeeded > 0)
+        now = time.time()
+        evaluation = TaskEvaluation(
+            task_id=task_id,
+            run_id=task.run_id,
+            task_type=dataset.task_type,
+            model=ModelIdentity.from_json(task.model),
+            benchmark=BenchmarkRef(
+                dataset.name,
+                dataset.benchmark_version,
+                dataset.content_sha256,
+                dataset.record_count,
+            ),
+            status=_STATUS[state],
+            report=report,
+            profile=build_profile(inputs, scoring_time_s=scoring_time),
+            errors=tuple(errors),
+            provenance=Provenance(
+                contract_version=CONTRACT_VERSION,
+                evald_version=evald_server.__version__,
+                scorer=report.scorer if report is not None else "",
+                prompt_template_sha256=template_sha256(dataset.task_type, dataset.prompt_template),
+                dataset_sha256=dataset.content_sha256,
+                python_version=platform.python_version(),
+                platform=f"{sys.platform}-{platform.machine()}",
+                bootstrap_seed=spec.seed,
+            ),
+            created_at=now,
+        )
+        scores: tuple[SampleScoreRow, ...] = ()
+        if report is not None:
+            scores = tuple(
+                SampleScoreRow(row_ids[s.subtask_id], dict(s.scores), s.correct)
+                for s in report.sample_scores
+                if s.subtask_id in row_ids
+            )
+        body = evaluation.to_json()
+        finish = await self._store.finish_task(
+            TaskFinish(
+                task_id=task_id,
+                state=state,
+                result_status=evaluation.status.value,
+                result=body,
+                sample_scores=scores,
+                event_payload=body,
+                time=now,
+            )
+        )
+        self.scored += 1
+        self._publish(finish.events)
+        if finish.run_state is not None:
+            self._on_run_finished(task.run_id, finish.run_state)
+
+    async def _samples(self, task_id: str) -> tuple[list[ScoringSample], dict[str, int]]:
+        samples: list[ScoringSample] = []
+        row_ids: dict[str, int] = {}
+        after = 0
+        while True:
+            page = await self._store.task_subtasks(task_id, (SubtaskState.SUCCEEDED,), after, _PAGE)
+            if not page:
+                return samples, row_ids
+            for row in page:
+                subtask_id = row.subtask_id
+                row_ids[subtask_id] = row.row_id
+                # input_text stays empty: the scorer shows the record's own input in its
+                # worst examples, and 100,000 rendered prompts would only cost memory.
+                samples.append(
+                    ScoringSample(
+                        subtask_id, row.record_id, row.repeat_index, row.fields, row.output
+                    )
+                )
+            after = page[-1].row_id

@@ -1,0 +1,96 @@
+"""Shared helpers for engine tests: configs, datasets, an in-process scorer, waiting."""
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from evald_server.app import DatasetHeader, Evald, Run, RunEvent
+from evald_server.config import ServerConfig, parse_config
+from evald_server.domain import TaskType
+from evald_server.scoring import ScoreReport, ScoringSample, score_task
+
+TENANT = "tenant-a"
+
+
+def make_config(tmp_path: Path, models: Sequence[dict[str, Any]], **limits: Any) -> ServerConfig:
+    return parse_config(
+        {
+            "store": {"url": f"sqlite:///{tmp_path}/evald.sqlite3"},
+            "limits": limits,
+            "models": list(models),
+        }
+    )
+
+
+def simulated(
+    model_id: str, *, latency_ms: float = 1.0, concurrency: int = 8, **sim: Any
+) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "provider": "simulated",
+        "max_concurrency": concurrency,
+        "simulator": {"latency_ms_median": latency_ms, "latency_sigma": 0.0, **sim},
+    }
+
+
+def classification_jsonl(records: int, *, prefix: str = "r") -> bytes:
+    lines = [
+        json.dumps(
+            {
+                "id": f"{prefix}{i}",
+                "input": f"review number {i}",
+                "label": "pos" if i % 2 else "neg",
+                "choices": ["pos", "neg"],
+            }
+        )
+        for i in range(records)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def upload(app: Evald, name: str, records: int, *, tenant: str = TENANT) -> None:
+    header = DatasetHeader(name=name, benchmark_version="1.0.0", task_type=TaskType.CLASSIFICATION)
+    await app.upload_dataset(tenant, header, [classification_jsonl(records)])
+
+
+class InlineScoring:
+    """Scores in a thread of this process: fast to start, same scorers as the pool."""
+
+    def __init__(self, *, fail: bool = False, gate: anyio.Event | None = None) -> None:
+        self.calls: list[str] = []
+        self._fail = fail
+        self._gate = gate
+
+    async def score(
+        self, task_type: TaskType, samples: Sequence[ScoringSample], *, seed: int, timeout_s: float
+    ) -> ScoreReport:
+        from evald_server.domain import ErrorReason
+        from evald_server.scoring import ScoringFailure
+
+        self.calls.append(samples[0].subtask_id.rsplit(".", 2)[0] if samples else "")
+        if self._gate is not None:
+            await self._gate.wait()
+        if self._fail:
+            raise ScoringFailure(ErrorReason.SCORER_FAILED, "scorer exploded", scorer="test@0")
+        return await anyio.to_thread.run_sync(
+            lambda: score_task(task_type, samples, seed=seed, resamples=50)
+        )
+
+
+async def wait_until_finished(
+    app: Evald, run_id: str, *, tenant: str = TENANT, timeout_s: float = 60
+) -> list[RunEvent]:
+    """Watch the run to its terminal event; the events seen."""
+    seen: list[RunEvent] = []
+    with anyio.fail_after(timeout_s):
+        async for event in await app.watch(tenant, run_id, 0):
+            seen.append(event)
+    return seen
+
+
+async def final_run(app: Evald, run_id: str, *, tenant: str = TENANT) -> Run:
+    await wait_until_finished(app, run_id, tenant=tenant)
+    return await app.get_run(tenant, run_id)
