@@ -7,22 +7,27 @@ from typing import Any
 
 import anyio
 
-from evald_server.app import DatasetHeader, Evald, Run, RunEvent
-from evald_server.config import ServerConfig, parse_config
+from evald_server.app import DatasetHeader, Evald, RetryPolicy, Run, RunEvent
+from evald_server.config import ModelConfig, ServerConfig, parse_config
 from evald_server.domain import TaskType
 from evald_server.scoring import ScoreReport, ScoringSample, score_task
 
 TENANT = "tenant-a"
 
 
-def make_config(tmp_path: Path, models: Sequence[dict[str, Any]], **limits: Any) -> ServerConfig:
+def make_config(
+    tmp_path: Path, models: Sequence[dict[str, Any] | ModelConfig], **limits: Any
+) -> ServerConfig:
     return parse_config(
         {
             "store": {"url": f"sqlite:///{tmp_path}/evald.sqlite3"},
             "limits": limits,
-            "models": list(models),
+            "models": [m.model_dump() if isinstance(m, ModelConfig) else m for m in models],
         }
     )
+
+
+FAST_RETRIES = RetryPolicy(max_retries=3, backoff_s=(0.05,), jitter=0.0)
 
 
 def simulated(

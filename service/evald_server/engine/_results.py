@@ -110,10 +110,10 @@ class TaskEvaluation:
     def metrics_summary(self) -> dict[str, float]:
         """Headline metrics, flat: the scorer's plus the latency figures."""
         metrics = dict(self.report.metrics) if self.report is not None else {}
-        for name in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms"):
-            value = getattr(self.profile, name)
+        for quantile in ("p50", "p90", "p99"):
+            value = getattr(self.profile, f"latency_{quantile}_ms")
             if value is not None:
-                metrics[name.replace("latency_", "") + "_latency_ms"] = value
+                metrics[f"{quantile}_latency_ms"] = value
         return metrics
 
     def to_json(self) -> dict[str, Any]:
