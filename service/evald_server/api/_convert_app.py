@@ -1,0 +1,259 @@
+"""Application objects ⇄ evald.v1 messages: datasets, models, runs, events, samples.
+
+Results have their own module (``_convert_results``); this one holds the rest, so
+that every proto ⇄ domain mapping lives in the api package and nowhere else.
+"""
+
+from evald.v1 import dataset_pb2, event_pb2, model_pb2, run_pb2, sample_pb2
+from evald_server.api._convert_common import (
+    duration,
+    eval_error_to_proto,
+    params_from_proto,
+    params_to_proto,
+    seconds_of,
+    timestamp,
+)
+from evald_server.api._convert_enums import from_proto_enum, to_proto_enum
+from evald_server.api._convert_results import evaluation_to_proto
+from evald_server.app import (
+    Dataset,
+    DatasetHeader,
+    DatasetRef,
+    ModelInfo,
+    RetryPolicy,
+    Run,
+    RunEvent,
+    RunProgress,
+    RunSpec,
+    Sample,
+    TaskProgress,
+)
+from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument, TaskType
+from evald_server.engine import generation_params
+from evald_server.store import Counters, EventKind
+
+# -- requests → domain ---------------------------------------------------------------
+
+
+def header_from_proto(header: dataset_pb2.UploadDatasetHeader) -> DatasetHeader:
+    task_type = from_proto_enum(TaskType, header.task_type)
+    if task_type is None:
+        raise InvalidArgument(
+            ErrorReason.DATASET_HEADER_INVALID,
+            "header.task_type: required (classification, qa, ner, summarization, generation)",
+            metadata={"field": "header.task_type"},
+            field_violations=(FieldViolation("header.task_type", "must be set"),),
+        )
+    return DatasetHeader(
+        name=header.name,
+        benchmark_version=header.benchmark_version,
+        task_type=task_type,
+        prompt_template=header.prompt_template if header.HasField("prompt_template") else None,
+        request_id=header.request_id or None,
+    )
+
+
+def _retry_policy(message: run_pb2.RetryPolicy) -> RetryPolicy:
+    defaults = RetryPolicy()
+    return RetryPolicy(
+        max_retries=message.max_retries
+        if message.HasField("max_retries")
+        else defaults.max_retries,
+        backoff_s=tuple(seconds_of(d) for d in message.backoff) or defaults.backoff_s,
+        jitter=message.jitter_fraction if message.HasField("jitter_fraction") else defaults.jitter,
+        retry_after_cap_s=seconds_of(message.retry_after_cap)
+        if message.HasField("retry_after_cap")
+        else defaults.retry_after_cap_s,
+    )
+
+
+def spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
+    """A validated RunSpec; every bad field is named (InvalidArgument RUN_SPEC_INVALID)."""
+    overrides = (
+        generation_params(params_from_proto(spec.generation_overrides))
+        if spec.HasField("generation_overrides")
+        else None
+    )
+    return RunSpec(
+        models=tuple(spec.model_ids),
+        datasets=tuple(DatasetRef(d.name, d.benchmark_version) for d in spec.datasets),
+        name=spec.name,
+        repeat=spec.repeat or 1,
+        max_concurrency=spec.max_concurrency if spec.HasField("max_concurrency") else None,
+        retry_policy=_retry_policy(spec.retry_policy)
+        if spec.HasField("retry_policy")
+        else RetryPolicy(),
+        params=overrides,
+        labels=dict(spec.labels),
+    )
+
+
+# -- domain → responses --------------------------------------------------------------
+
+
+def model_to_proto(model: ModelInfo) -> model_pb2.Model:
+    return model_pb2.Model(
+        model_id=model.model_id,
+        provider=model.provider,
+        provider_model=model.provider_model,
+        max_concurrency=model.max_concurrency,
+        timeout=duration(model.timeout_s),
+        default_params=params_to_proto(model.default_params),
+        streaming=model.streaming,
+    )
+
+
+def dataset_to_proto(dataset: Dataset) -> dataset_pb2.Dataset:
+    return dataset_pb2.Dataset(
+        dataset_id=dataset.dataset_id,
+        name=dataset.name,
+        benchmark_version=dataset.benchmark_version,
+        task_type=to_proto_enum(dataset.task_type),
+        record_count=dataset.record_count,
+        content_sha256=dataset.content_sha256,
+        prompt_template=dataset.prompt_template or "",
+        created_time=timestamp(dataset.created_at),
+        size_bytes=dataset.size_bytes,
+    )
+
+
+def _counts(counters: Counters) -> run_pb2.SubtaskCounts:
+    return run_pb2.SubtaskCounts(
+        total=counters.total,
+        pending=counters.pending,
+        running=counters.running,
+        retrying=counters.failed,
+        succeeded=counters.succeeded,
+        failed_permanent=counters.failed_permanent,
+        cancelled=counters.cancelled,
+    )
+
+
+def _task_progress(task: TaskProgress) -> run_pb2.TaskProgress:
+    message = run_pb2.TaskProgress(
+        task_id=task.task_id,
+        model_id=task.model_id,
+        dataset=dataset_pb2.DatasetRef(
+            name=task.dataset_name, benchmark_version=task.dataset_version
+        ),
+        task_type=to_proto_enum(task.task_type),
+        state=to_proto_enum(task.state),
+        counts=_counts(task.counters),
+    )
+    if task.result_status is not None:
+        message.result_status = to_proto_enum(task.result_status)
+    return message
+
+
+def progress_to_proto(progress: RunProgress) -> run_pb2.RunProgress:
+    return run_pb2.RunProgress(
+        counts=_counts(progress.counters), tasks=[_task_progress(t) for t in progress.tasks]
+    )
+
+
+def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
+    message = run_pb2.RunSpec(
+        name=spec.name,
+        model_ids=spec.models,
+        datasets=[
+            dataset_pb2.DatasetRef(name=d.name, benchmark_version=d.benchmark_version)
+            for d in spec.datasets
+        ],
+        repeat=spec.repeat,
+        retry_policy=run_pb2.RetryPolicy(
+            max_retries=spec.retry_policy.max_retries,
+            backoff=[duration(s) for s in spec.retry_policy.backoff_s],
+            jitter_fraction=spec.retry_policy.jitter,
+            retry_after_cap=duration(spec.retry_policy.retry_after_cap_s),
+        ),
+        labels=dict(spec.labels),
+    )
+    if spec.max_concurrency is not None:
+        message.max_concurrency = spec.max_concurrency
+    if spec.params is not None:
+        message.generation_overrides.CopyFrom(params_to_proto(spec.params))
+    return message
+
+
+def run_to_proto(run: Run) -> run_pb2.Run:
+    message = run_pb2.Run(
+        run_id=run.run_id,
+        spec=spec_to_proto(run.spec),
+        state=to_proto_enum(run.state),
+        progress=progress_to_proto(run.progress),
+        created_time=timestamp(run.created_at),
+        last_seq=run.last_seq,
+        request_id=run.request_id or "",
+    )
+    if run.started_at is not None:
+        message.started_time.CopyFrom(timestamp(run.started_at))
+    if run.finished_at is not None:
+        message.finished_time.CopyFrom(timestamp(run.finished_at))
+    return message
+
+
+def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_pb2.RunEvent:
+    """One RunEvent; ``completed_since_last`` is counted per watcher by the servicer."""
+    message = event_pb2.RunEvent(
+        seq=event.seq, event_time=timestamp(event.time), run_id=event.run_id
+    )
+    if event.kind is EventKind.RUN_STATE and event.run_state is not None:
+        changed = message.state_changed
+        changed.state = to_proto_enum(event.run_state)
+        if event.previous_state is not None:
+            changed.previous = to_proto_enum(event.previous_state)
+    elif event.kind is EventKind.PROGRESS and event.progress is not None:
+        snapshot = message.progress
+        snapshot.progress.CopyFrom(progress_to_proto(event.progress))
+        snapshot.throughput_per_s = event.progress.throughput_per_s
+        if event.progress.eta_s is not None:
+            snapshot.eta.CopyFrom(duration(event.progress.eta_s))
+        snapshot.completed_since_last = completed_since_last
+    elif event.kind is EventKind.TASK_SCORED and event.evaluation is not None:
+        message.task_scored.result.CopyFrom(evaluation_to_proto(event.evaluation))
+    elif event.kind is EventKind.SAMPLE_FAILED and event.sample_failure is not None:
+        failure = event.sample_failure
+        message.sample_failed.CopyFrom(
+            event_pb2.SampleFailed(
+                task_id=failure.task_id,
+                subtask_id=failure.subtask_id,
+                record_id=failure.record_id,
+                repeat_index=failure.repeat_index,
+                error=eval_error_to_proto(failure.error),
+                attempts=failure.attempts,
+                model_id=failure.model_id,
+            )
+        )
+    else:
+        message.heartbeat.current_seq = event.seq
+    return message
+
+
+def sample_to_proto(sample: Sample) -> sample_pb2.Sample:
+    message = sample_pb2.Sample(
+        subtask_id=sample.subtask_id,
+        task_id=sample.task_id,
+        model_id=sample.model_id,
+        record_id=sample.record_id,
+        repeat_index=sample.repeat_index,
+        state=to_proto_enum(sample.state),
+        input=sample.input,
+        expected=sample.expected,
+        output=sample.output or "",
+        scores=dict(sample.scores),
+        flags=sample.flags,
+        attempts=sample.attempts,
+        prompt_tokens=sample.prompt_tokens or 0,
+        completion_tokens=sample.completion_tokens or 0,
+    )
+    if sample.latency_ms is not None:
+        message.latency_ms = sample.latency_ms
+    if sample.ttft_ms is not None:
+        message.ttft_ms = sample.ttft_ms
+    if sample.first_error is not None:
+        message.first_error.CopyFrom(eval_error_to_proto(sample.first_error))
+    if sample.last_error is not None:
+        message.last_error.CopyFrom(eval_error_to_proto(sample.last_error))
+    if sample.finished_at is not None:
+        message.finished_time.CopyFrom(timestamp(sample.finished_at))
+    return message

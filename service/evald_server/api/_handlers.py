@@ -1,0 +1,97 @@
+"""The edge of every RPC: authenticate, refuse while draining, map errors.
+
+Expected failures (``EvaldError``) become a rich ``google.rpc.Status``; anything else
+is a bug: logged with its traceback and answered INTERNAL without details.
+"""
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+import grpc
+
+from evald_server.api._auth import TokenAuthenticator
+from evald_server.api._status import internal_status, rpc_status_for, to_grpc_status
+from evald_server.domain import ErrorReason, EvaldError
+
+log = logging.getLogger("evald.api")
+
+P = ParamSpec("P")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+class ServingState(Protocol):
+    """What a handler needs from the servicer around it."""
+
+    authenticator: TokenAuthenticator
+    draining: bool
+
+
+class ServerDraining(EvaldError):
+    """The server is shutting down and takes no new calls."""
+
+
+S = TypeVar("S", bound=ServingState)
+
+
+def _admit(servicer: ServingState, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    if servicer.draining:
+        raise ServerDraining(
+            ErrorReason.SERVER_DRAINING, "the server is draining; retry on another replica"
+        )
+    return servicer.authenticator.tenant_for(tuple(context.invocation_metadata() or ()))
+
+
+async def _abort(
+    context: grpc.aio.ServicerContext[Any, Any], error: BaseException, method: str
+) -> None:
+    if isinstance(error, EvaldError):
+        await context.abort_with_status(to_grpc_status(rpc_status_for(error)))
+    log.error("unexpected error in %s", method, exc_info=error)
+    await context.abort_with_status(to_grpc_status(internal_status()))
+
+
+def unary(
+    method: Callable[[S, Req, grpc.aio.ServicerContext[Any, Any], str], Awaitable[Resp]],
+) -> Callable[[S, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    """Wrap ``method(self, request, context, tenant)`` as a unary or client-stream handler."""
+
+    @functools.wraps(method)
+    async def handler(self: S, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
+        try:
+            tenant = _admit(self, context)
+            return await method(self, request, context, tenant)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as error:  # the one place bugs become INTERNAL
+            await _abort(context, error, method.__name__)
+            raise AssertionError("unreachable: abort_with_status raises") from error
+
+    return handler
+
+
+def server_stream(
+    method: Callable[[S, Req, grpc.aio.ServicerContext[Any, Any], str], AsyncIterator[Resp]],
+) -> Callable[[S, Req, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Resp]]:
+    """Wrap ``method(self, request, context, tenant)`` as a server-streaming handler."""
+
+    @functools.wraps(method)
+    async def handler(
+        self: S, request: Req, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Resp]:
+        try:
+            tenant = _admit(self, context)
+            async for response in method(self, request, context, tenant):
+                yield response
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as error:  # the one place bugs become INTERNAL
+            await _abort(context, error, method.__name__)
+
+    return handler
+
+
+__all__ = ["ServerDraining", "ServingState", "server_stream", "unary"]

@@ -1,0 +1,249 @@
+"""``evald.v1.EvaluationService``: a thin servicer that maps proto ⇄ domain and nothing else.
+
+Authentication, draining and error mapping happen in ``_handlers``; validation and
+every decision happen in the application layer (``evald_server.app``).
+"""
+
+from collections.abc import AsyncIterator
+from typing import Any, TypeAlias
+
+from evald.v1 import service_pb2, service_pb2_grpc
+from evald_server.api._auth import TokenAuthenticator
+from evald_server.api._convert_app import (
+    dataset_to_proto,
+    event_to_proto,
+    header_from_proto,
+    model_to_proto,
+    run_to_proto,
+    sample_to_proto,
+    spec_from_proto,
+)
+from evald_server.api._convert_enums import from_proto_enum
+from evald_server.api._convert_results import evaluation_to_proto
+from evald_server.api._handlers import server_stream, unary
+from evald_server.app import DatasetRef, Evald
+from evald_server.config import ServerConfig
+from evald_server.domain import (
+    ErrorCategory,
+    ErrorReason,
+    FieldViolation,
+    InvalidArgument,
+    RunState,
+    SubtaskState,
+    TaskType,
+)
+from evald_server.store import EventKind
+
+# grpc.aio.ServicerContext; grpcio ships no type information, so it is Any to mypy.
+Context: TypeAlias = Any
+
+
+def _required(value: str, field: str) -> str:
+    if not value:
+        raise InvalidArgument(
+            ErrorReason.INVALID_ARGUMENT,
+            f"{field} is required",
+            metadata={"field": field},
+            field_violations=(FieldViolation(field, "must be set"),),
+        )
+    return value
+
+
+def _enum_list(enum_type: Any, values: Any, field: str) -> list[Any]:
+    members = []
+    for value in values:
+        member = from_proto_enum(enum_type, value)
+        if member is None:
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                f"{field}: unknown or unspecified value {value}",
+                metadata={"field": field},
+                field_violations=(FieldViolation(field, f"unknown value {value}"),),
+            )
+        members.append(member)
+    return members
+
+
+class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
+    def __init__(self, app: Evald, authenticator: TokenAuthenticator, config: ServerConfig) -> None:
+        self.app = app
+        self.authenticator = authenticator
+        self.config = config
+        self.draining = False
+
+    # -- models and datasets -------------------------------------------------------------
+
+    @unary
+    async def ListModels(
+        self, request: service_pb2.ListModelsRequest, context: Context, tenant: str
+    ) -> service_pb2.ListModelsResponse:
+        return service_pb2.ListModelsResponse(
+            models=[model_to_proto(m) for m in self.app.list_models()]
+        )
+
+    @unary
+    async def UploadDataset(
+        self,
+        request_iterator: AsyncIterator[service_pb2.UploadDatasetRequest],
+        context: Context,
+        tenant: str,
+    ) -> service_pb2.UploadDatasetResponse:
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("content") != "header":
+            raise InvalidArgument(
+                ErrorReason.DATASET_HEADER_INVALID,
+                "the first UploadDatasetRequest must carry the header",
+                metadata={"field": "header"},
+                field_violations=(FieldViolation("header", "must come first"),),
+            )
+        header = header_from_proto(first.header)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            async for message in request_iterator:
+                if message.WhichOneof("content") != "chunk":
+                    raise InvalidArgument(
+                        ErrorReason.DATASET_HEADER_INVALID,
+                        "only the first UploadDatasetRequest may carry a header",
+                        metadata={"field": "header"},
+                    )
+                yield message.chunk
+
+        dataset, created = await self.app.upload_dataset(tenant, header, chunks())
+        return service_pb2.UploadDatasetResponse(dataset=dataset_to_proto(dataset), created=created)
+
+    @unary
+    async def GetDataset(
+        self, request: service_pb2.GetDatasetRequest, context: Context, tenant: str
+    ) -> service_pb2.GetDatasetResponse:
+        which = request.WhichOneof("dataset")
+        if which == "dataset_id":
+            dataset = await self.app.get_dataset(tenant, dataset_id=request.dataset_id)
+        elif which == "ref":
+            ref = DatasetRef(request.ref.name, request.ref.benchmark_version)
+            dataset = await self.app.get_dataset(tenant, ref=ref)
+        else:
+            _required("", "dataset_id or ref")
+        return service_pb2.GetDatasetResponse(dataset=dataset_to_proto(dataset))
+
+    @unary
+    async def ListDatasets(
+        self, request: service_pb2.ListDatasetsRequest, context: Context, tenant: str
+    ) -> service_pb2.ListDatasetsResponse:
+        page = await self.app.list_datasets(
+            tenant,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            name=request.name or None,
+            task_type=from_proto_enum(TaskType, request.task_type),
+        )
+        return service_pb2.ListDatasetsResponse(
+            datasets=[dataset_to_proto(d) for d in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    # -- runs ----------------------------------------------------------------------------
+
+    @unary
+    async def CreateRun(
+        self, request: service_pb2.CreateRunRequest, context: Context, tenant: str
+    ) -> service_pb2.CreateRunResponse:
+        spec = spec_from_proto(request.spec)
+        run = await self.app.create_run(tenant, spec, request.request_id or None)
+        return service_pb2.CreateRunResponse(run=run_to_proto(run))
+
+    @unary
+    async def GetRun(
+        self, request: service_pb2.GetRunRequest, context: Context, tenant: str
+    ) -> service_pb2.GetRunResponse:
+        run = await self.app.get_run(tenant, _required(request.run_id, "run_id"))
+        return service_pb2.GetRunResponse(run=run_to_proto(run))
+
+    @unary
+    async def ListRuns(
+        self, request: service_pb2.ListRunsRequest, context: Context, tenant: str
+    ) -> service_pb2.ListRunsResponse:
+        page = await self.app.list_runs(
+            tenant,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            states=_enum_list(RunState, request.states, "states"),
+        )
+        return service_pb2.ListRunsResponse(
+            runs=[run_to_proto(r) for r in page.items], next_page_token=page.next_page_token
+        )
+
+    @unary
+    async def CancelRun(
+        self, request: service_pb2.CancelRunRequest, context: Context, tenant: str
+    ) -> service_pb2.CancelRunResponse:
+        run = await self.app.cancel_run(tenant, _required(request.run_id, "run_id"))
+        return service_pb2.CancelRunResponse(run=run_to_proto(run))
+
+    @unary
+    async def RetryRun(
+        self, request: service_pb2.RetryRunRequest, context: Context, tenant: str
+    ) -> service_pb2.RetryRunResponse:
+        run, requeued = await self.app.retry_run(
+            tenant,
+            _required(request.run_id, "run_id"),
+            task_ids=tuple(request.task_ids),
+            categories=_enum_list(ErrorCategory, request.categories, "categories"),
+        )
+        return service_pb2.RetryRunResponse(run=run_to_proto(run), requeued=requeued)
+
+    @server_stream
+    async def WatchRun(
+        self, request: service_pb2.WatchRunRequest, context: Context, tenant: str
+    ) -> AsyncIterator[service_pb2.WatchRunResponse]:
+        if request.after_seq < 0:
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                f"after_seq must not be negative, got {request.after_seq}",
+                field_violations=(FieldViolation("after_seq", "must not be negative"),),
+            )
+        events = await self.app.watch(
+            tenant, _required(request.run_id, "run_id"), request.after_seq
+        )
+        last_terminal: int | None = None
+        async for event in events:
+            completed = 0
+            if event.kind is EventKind.PROGRESS and event.progress is not None:
+                terminal = event.progress.counters.terminal
+                completed = terminal - last_terminal if last_terminal is not None else 0
+                last_terminal = terminal
+            yield service_pb2.WatchRunResponse(
+                event=event_to_proto(event, completed_since_last=max(completed, 0))
+            )
+
+    @unary
+    async def ListResults(
+        self, request: service_pb2.ListResultsRequest, context: Context, tenant: str
+    ) -> service_pb2.ListResultsResponse:
+        page = await self.app.list_results(
+            tenant,
+            _required(request.run_id, "run_id"),
+            task_ids=tuple(request.task_ids),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return service_pb2.ListResultsResponse(
+            results=[evaluation_to_proto(e) for e in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    @unary
+    async def ListSamples(
+        self, request: service_pb2.ListSamplesRequest, context: Context, tenant: str
+    ) -> service_pb2.ListSamplesResponse:
+        page = await self.app.list_samples(
+            tenant,
+            _required(request.run_id, "run_id"),
+            task_id=request.task_id or None,
+            states=_enum_list(SubtaskState, request.states, "states"),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return service_pb2.ListSamplesResponse(
+            samples=[sample_to_proto(s) for s in page.items],
+            next_page_token=page.next_page_token,
+        )
