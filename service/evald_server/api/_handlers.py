@@ -40,7 +40,9 @@ S = TypeVar("S", bound=ServingState)
 def _admit(servicer: ServingState, context: grpc.aio.ServicerContext[Any, Any]) -> str:
     if servicer.draining:
         raise ServerDraining(
-            ErrorReason.SERVER_DRAINING, "the server is draining; retry on another replica"
+            ErrorReason.SERVER_DRAINING,
+            "the server is draining; retry on another replica",
+            retry_after_s=1.0,
         )
     return servicer.authenticator.tenant_for(tuple(context.invocation_metadata() or ()))
 
