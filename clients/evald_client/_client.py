@@ -1,6 +1,6 @@
 """``AsyncEvaldClient``: the typed asyncio client of ``evald.v1.EvaluationService``."""
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from types import TracebackType
@@ -91,7 +91,7 @@ class AsyncEvaldClient:
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from exc
 
-    async def _pages(self, rpc: Any, request: Any, items: str) -> AsyncIterator[Any]:
+    async def _pages(self, rpc: Any, request: Any, items: str) -> AsyncGenerator[Any, None]:
         """Every item of every page; fails (rather than loops) if a token comes back."""
         seen: set[str] = set()
         while True:
@@ -176,7 +176,7 @@ class AsyncEvaldClient:
         name: str | None = None,
         task_type: TaskType | str | None = None,
         page_size: int = 0,
-    ) -> AsyncIterator[Dataset]:
+    ) -> AsyncGenerator[Dataset, None]:
         """Dataset versions, newest first, fetched page by page."""
         request = service_pb2.ListDatasetsRequest(page_size=page_size, name=name or "")
         if task_type is not None:
@@ -226,7 +226,7 @@ class AsyncEvaldClient:
 
     async def list_runs(
         self, *, states: Iterable[RunState] = (), page_size: int = 0
-    ) -> AsyncIterator[Run]:
+    ) -> AsyncGenerator[Run, None]:
         """Runs, newest first, optionally only in some states, fetched page by page."""
         request = service_pb2.ListRunsRequest(
             page_size=page_size, states=[convert.run_state_to_proto(s) for s in states]
@@ -303,7 +303,7 @@ class AsyncEvaldClient:
         task_id: str | None = None,
         state: SubtaskState | Iterable[SubtaskState] | None = None,
         page_size: int = 0,
-    ) -> AsyncIterator[Sample]:
+    ) -> AsyncGenerator[Sample, None]:
         """Per-sample rows of the run, optionally of one task and in some states."""
         states = [state] if isinstance(state, SubtaskState) else list(state or ())
         request = service_pb2.ListSamplesRequest(

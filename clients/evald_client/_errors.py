@@ -75,10 +75,13 @@ class EvaldError(Exception):
     def __str__(self) -> str:
         head = self.code if self.reason == self.code else f"{self.code} {self.reason}"
         text = f"{head}: {self.message}" if self.message else head
-        if self.field_violations:
-            text += " (" + "; ".join(f"{v.field}: {v.description}" for v in self.field_violations)
-            text += ")"
-        return text
+        # Violations the message does not already spell out, so the line stays short.
+        extra = [
+            f"{v.field}: {v.description}"
+            for v in self.field_violations
+            if f"{v.field}: {v.description}" not in self.message
+        ]
+        return f"{text} ({'; '.join(extra)})" if extra else text
 
 
 class InvalidArgument(EvaldError):

@@ -31,6 +31,14 @@ from evald.v1 import (
 from tests.client import _protos
 
 
+_TERMINAL = (
+    enums_pb2.RUN_STATE_SUCCEEDED,
+    enums_pb2.RUN_STATE_PARTIAL,
+    enums_pb2.RUN_STATE_FAILED,
+    enums_pb2.RUN_STATE_CANCELLED,
+)
+
+
 @dataclass
 class Failure:
     """A rich error status to answer with."""
@@ -268,11 +276,10 @@ class FakeEvaluationService(service_pb2_grpc.EvaluationServiceServicer):
                         retry_after_s=0.01,
                     ).trailers(),
                 )
-            if self.end_watch_early and event.state_changed.state in (
-                enums_pb2.RUN_STATE_SUCCEEDED,
-                enums_pb2.RUN_STATE_PARTIAL,
-            ):
+            if self.end_watch_early and event.state_changed.state in _TERMINAL:
                 return
+            if event.state_changed.state in _TERMINAL:  # GetRun agrees with the stream
+                self.runs[request.run_id].state = event.state_changed.state
             yield service_pb2.WatchRunResponse(event=event)
 
     async def ListResults(self, request: Any, context: Any) -> Any:
