@@ -30,7 +30,6 @@ from evald.v1 import (
 )
 from tests.client import _protos
 
-
 _TERMINAL = (
     enums_pb2.RUN_STATE_SUCCEEDED,
     enums_pb2.RUN_STATE_PARTIAL,
