@@ -14,6 +14,7 @@ from evald_server.scoring._normalize import (
     collapse_whitespace,
     generation_key,
     label_key,
+    squad_best,
     squad_exact_match,
     squad_f1,
     squad_normalize,
@@ -44,6 +45,15 @@ def test_squad_metrics_are_fractions(prediction: str, truth: str) -> None:
     assert squad_exact_match(prediction, truth) in (0.0, 1.0)
     assert 0.0 <= squad_f1(prediction, truth) <= 1.0
     assert squad_f1(prediction, truth) == squad_f1(truth, prediction)
+
+
+@SETTINGS
+@given(TEXT, st.lists(TEXT, min_size=1, max_size=4))
+def test_squad_best_is_the_maximum_over_answers(prediction: str, answers: list[str]) -> None:
+    assert squad_best(prediction, answers) == (
+        max(squad_exact_match(prediction, a) for a in answers),
+        max(squad_f1(prediction, a) for a in answers),
+    )
 
 
 @SETTINGS

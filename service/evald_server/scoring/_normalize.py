@@ -16,10 +16,11 @@
 import re
 import string
 from collections import Counter
+from collections.abc import Iterable
 
 _NOT_WORD = re.compile(r"[^\w\s]|_")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = frozenset(string.punctuation)
+_DELETE_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
 def collapse_whitespace(text: str) -> str:
@@ -35,22 +36,37 @@ def generation_key(text: str) -> str:
 
 
 def squad_normalize(text: str) -> str:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    text = text.lower().translate(_DELETE_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def squad_exact_match(prediction: str, ground_truth: str) -> float:
     return float(squad_normalize(prediction) == squad_normalize(ground_truth))
 
 
+def _token_f1(prediction: Counter[str], prediction_length: int, truth_tokens: list[str]) -> float:
+    num_same = sum((prediction & Counter(truth_tokens)).values())
+    if num_same == 0:
+        return 0.0
+    precision = num_same / prediction_length
+    recall = num_same / len(truth_tokens)
+    return (2 * precision * recall) / (precision + recall)
+
+
 def squad_f1(prediction: str, ground_truth: str) -> float:
     prediction_tokens = squad_normalize(prediction).split()
     truth_tokens = squad_normalize(ground_truth).split()
-    num_same = sum((Counter(prediction_tokens) & Counter(truth_tokens)).values())
-    if num_same == 0:
-        return 0.0
-    precision = num_same / len(prediction_tokens)
-    recall = num_same / len(truth_tokens)
-    return (2 * precision * recall) / (precision + recall)
+    return _token_f1(Counter(prediction_tokens), len(prediction_tokens), truth_tokens)
+
+
+def squad_best(prediction: str, answers: Iterable[str]) -> tuple[float, float]:
+    """(EM, F1), each the maximum over ``answers``; the prediction is normalised once."""
+    normalized = squad_normalize(prediction)
+    tokens = normalized.split()
+    counts = Counter(tokens)
+    em = f1 = 0.0
+    for answer in answers:
+        truth = squad_normalize(answer)
+        em = max(em, float(truth == normalized))
+        f1 = max(f1, _token_f1(counts, len(tokens), truth.split()))
+    return em, f1

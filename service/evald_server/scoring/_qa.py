@@ -14,7 +14,7 @@ import numpy as np
 from evald_server.domain import TaskType
 from evald_server.scoring._common import BaseScorer, Evaluation, Row
 from evald_server.scoring._intervals import FloatArray
-from evald_server.scoring._normalize import squad_exact_match, squad_f1, squad_normalize
+from evald_server.scoring._normalize import squad_best, squad_normalize
 from evald_server.scoring._payloads import QaPayload, WorstExample
 from evald_server.scoring._types import ScoringSample
 
@@ -41,8 +41,7 @@ class QaScorer(BaseScorer):
         for sample in scored:
             output = sample.output or ""
             answers = sample.record["answers"]
-            em = max(squad_exact_match(output, answer) for answer in answers)
-            f1 = max(squad_f1(output, answer) for answer in answers)
+            em, f1 = squad_best(output, answers)
             empty = not squad_normalize(output)
             no_answer += empty
             rows.append(
