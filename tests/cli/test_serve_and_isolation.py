@@ -1,0 +1,42 @@
+"""``evald serve`` reports config errors in one line; client commands never load the
+server package."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evald_cli.main import main
+
+
+def test_serve_with_a_missing_config_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--config", str(tmp_path / "none.toml")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"evald: error: config: {tmp_path / 'none.toml'}: no such file\n"
+
+
+def test_serve_with_an_invalid_key_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "evald.toml"
+    path.write_text('[[models]]\nid = "m"\nprovider = "simulated"\nmax_concurrency = 0\n')
+    assert main(["serve", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("evald: error: config: models[0].max_concurrency:")
+    assert err.count("\n") == 1
+
+
+def test_client_commands_do_not_import_the_server() -> None:
+    code = (
+        "import sys\n"
+        "from evald_cli.main import main\n"
+        "main(['models', '--server', '127.0.0.1:1'])\n"
+        "bad = sorted(m for m in sys.modules if m.startswith('evald_server'))\n"
+        "print(bad)\n"
+        "sys.exit(3 if bad else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
