@@ -4,6 +4,7 @@ pool that keeps working after a worker is killed."""
 import logging
 import os
 import random
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,3 +138,18 @@ async def test_a_closed_pool_refuses_work() -> None:
     closed.close()
     with pytest.raises(RuntimeError, match="closed"):
         await _works(closed)
+
+
+@pytest.mark.anyio
+async def test_a_worker_that_died_while_idle_is_replaced(pool: ScoringPool, tmp_path: Path) -> None:
+    go_file = tmp_path / "go"
+    go_file.write_text("go")
+    record = {"input": "q", "reference": "yes", "go_file": str(go_file)}
+    samples = samples_of([(record, "yes")])
+    report = await pool.score(TaskType.GENERATION, samples, seed=0, timeout_s=60)
+    pid = int(report.metrics["pid"])
+    os.kill(pid, signal.SIGKILL)  # the idle worker dies (as under the OOM killer)
+    # Until it has exited (SIGKILL cannot be ignored), without reaping it.
+    await anyio.to_thread.run_sync(os.waitid, os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    again = await pool.score(TaskType.GENERATION, samples, seed=0, timeout_s=60)
+    assert int(again.metrics["pid"]) != pid

@@ -196,8 +196,13 @@ class ScoringPool:
         )
 
     async def _checkout(self, name: str) -> _Worker:
-        if self._idle:
-            return self._idle.pop()
+        while self._idle:
+            idle = self._idle.pop()
+            if idle.process.is_alive():
+                return idle
+            # Died while idle (killed from outside, out of memory): never give it a job.
+            self._workers.discard(idle)
+            idle.kill()
         try:
             worker = await anyio.to_thread.run_sync(_Worker, self._context, limiter=self._threads)
         except (OSError, RuntimeError) as exc:
