@@ -4,17 +4,21 @@ It runs one ``AsyncEvaldClient`` on an event loop in a background thread (an any
 blocking portal) and hands each call to that loop. One implementation serves both
 worlds, so the sync client gets the same watch resumption, paging and error mapping,
 and it can be shared by several threads. (A grpc sync channel would have meant a second
-copy of all of that.)
+copy of all of that.) The thread is a daemon and a finalizer closes the client, so a
+script that forgets ``close()`` still exits.
 """
 
 import functools
+import threading
+import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+import anyio
+from anyio.from_thread import BlockingPortal
 
 from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig
 from evald_client._client import DEFAULT_CHUNK_BYTES, DEFAULT_TIMEOUT_S, AsyncEvaldClient
@@ -34,6 +38,45 @@ from evald_client._results import TaskResult
 from evald_client._watch import ReconnectPolicy
 
 _T = TypeVar("_T")
+_START_TIMEOUT_S = 30.0
+
+
+class _LoopThread:
+    """An asyncio event loop in a daemon thread, reached through a blocking portal."""
+
+    def __init__(self) -> None:
+        ready: Future[BlockingPortal] = Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="evald-client-loop", daemon=True
+        )
+        self._thread.start()
+        self.portal = ready.result(timeout=_START_TIMEOUT_S)
+
+    @staticmethod
+    def _run(ready: "Future[BlockingPortal]") -> None:
+        async def serve() -> None:
+            async with BlockingPortal() as portal:
+                ready.set_result(portal)
+                await portal.sleep_until_stopped()
+
+        try:
+            anyio.run(serve, backend="asyncio")
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    def stop(self) -> None:
+        self.portal.call(self.portal.stop)
+        self._thread.join(timeout=_START_TIMEOUT_S)
+
+
+def _shutdown(loop: _LoopThread, client: "AsyncEvaldClient | None") -> None:
+    try:
+        if client is not None:
+            loop.portal.call(client.close)
+    finally:
+        loop.stop()
 
 
 async def _next(iterator: AsyncIterator[_T]) -> tuple[bool, _T | None]:
@@ -59,10 +102,8 @@ class EvaldClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         reconnect: ReconnectPolicy | None = None,
     ) -> None:
-        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal(
-            backend="asyncio"
-        )
-        self._portal = self._portal_cm.__enter__()
+        loop = _LoopThread()
+        self._portal = loop.portal
         try:
             # The grpc.aio channel must be created on the loop that will use it.
             self._client: AsyncEvaldClient = self._portal.call(
@@ -77,9 +118,10 @@ class EvaldClient:
                 )
             )
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
+            loop.stop()
             raise
-        self._closed = False
+        # Runs on close(), when the client is garbage-collected, or at interpreter exit.
+        self._finalizer = weakref.finalize(self, _shutdown, loop, self._client)
 
     def __enter__(self) -> Self:
         return self
@@ -94,13 +136,11 @@ class EvaldClient:
 
     def close(self) -> None:
         """Close the channel and stop the background event loop (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._portal.call(self._client.close)
-        finally:
-            self._portal_cm.__exit__(None, None, None)
+        self._finalizer()
+
+    @property
+    def _closed(self) -> bool:
+        return not self._finalizer.alive
 
     def _iterate(self, iterator: AsyncIterator[_T]) -> Iterator[_T]:
         try:

@@ -113,3 +113,17 @@ def test_the_sdk_imports_nothing_of_the_server() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stdout
+
+
+def test_a_script_that_forgets_close_still_exits(address: str) -> None:
+    code = (
+        "import sys\n"
+        "from evald_client import EvaldClient\n"
+        f"client = EvaldClient({address!r})\n"
+        "print(len(client.list_models()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=60, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "2\n"
