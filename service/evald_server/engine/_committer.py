@@ -35,47 +35,42 @@ class Committer:
         send, receive = anyio.create_memory_object_stream[SubtaskOutcome](4 * max_batch)
         self._send: MemoryObjectSendStream[SubtaskOutcome] = send
         self._receive: MemoryObjectReceiveStream[SubtaskOutcome] = receive
+        self._full = anyio.Event()
         self.batches = 0
         self.committed = 0
 
     async def submit(self, outcome: SubtaskOutcome) -> None:
         await self._send.send(outcome)
+        if self._send.statistics().current_buffer_used >= self._max_batch:
+            self._full.set()
 
     async def close(self) -> None:
         """No more outcomes: ``run`` writes what is buffered and returns."""
         await self._send.aclose()
+        self._full.set()
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         task_status.started()
         async with self._receive:
-            closed = False
-            while not closed:
+            while True:
                 try:
                     first = await self._receive.receive()
                 except anyio.EndOfStream:
                     return
+                # Let the batch fill for up to max_delay_s (one timer per batch, not
+                # per outcome); a full batch, or closing, cuts the wait short.
+                if self._receive.statistics().current_buffer_used + 1 < self._max_batch:
+                    self._full = anyio.Event()
+                    with anyio.move_on_after(self._max_delay_s):
+                        await self._full.wait()
                 batch = [first]
-                deadline = time.monotonic() + self._max_delay_s
                 while len(batch) < self._max_batch:
                     try:
                         batch.append(self._receive.receive_nowait())
-                        continue
-                    except anyio.WouldBlock:
-                        pass
-                    except anyio.EndOfStream:
-                        closed = True
+                    except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    with anyio.move_on_after(remaining):
-                        try:
-                            batch.append(await self._receive.receive())
-                        except anyio.EndOfStream:
-                            closed = True
-                            break
                 with anyio.CancelScope(shield=True):
                     await self._flush(batch)
 

@@ -131,7 +131,7 @@ class Dispatcher:
 
     async def _feed(self, lane: Lane) -> None:
         while not self._stopping:
-            wake = lane.feeder_wake
+            wake = lane.feeder_wake = anyio.Event()
             claimed, next_due = await self._fill(lane)
             if claimed or self._stopping:
                 continue
@@ -204,6 +204,9 @@ class Dispatcher:
 
     async def _attempt(self, lane: Lane, item: ClaimedSubtask) -> SubtaskOutcome:
         ctx = self._contexts[item.task_id]
+        if item.run_id in self._cancelled_runs or self._stopping:
+            release = item.run_id not in self._cancelled_runs
+            return aborted(item, attempted=False, release=release, call_time_s=0.0)
         scope = anyio.CancelScope()
         scopes = self._inflight.setdefault(item.run_id, set())
         scopes.add(scope)
@@ -211,14 +214,14 @@ class Dispatcher:
         started = time.perf_counter()
         try:
             with scope:
-                if item.run_id in self._cancelled_runs or self._stopping:
-                    scope.cancel()
                 await self._limiter.server.acquire()
                 try:
                     await lane.limit.acquire()
                     try:
                         attempted = True
-                        return await call_model(item, ctx, lane.provider, self._rng)
+                        return await call_model(
+                            item, ctx, lane.provider, self._rng, reference=lane.needs_reference
+                        )
                     finally:
                         lane.limit.release()
                 finally:

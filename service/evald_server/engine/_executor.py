@@ -48,7 +48,12 @@ def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> Subta
 
 
 async def call_model(
-    item: ClaimedSubtask, ctx: TaskContext, provider: Provider, rng: random.Random
+    item: ClaimedSubtask,
+    ctx: TaskContext,
+    provider: Provider,
+    rng: random.Random,
+    *,
+    reference: bool = True,
 ) -> SubtaskOutcome:
     """Run one attempt of ``item``; cancellation propagates (the caller records it)."""
     started = time.perf_counter()
@@ -57,7 +62,7 @@ async def call_model(
             messages=render_prompt(ctx.task_type, item.fields, ctx.template),
             params=ctx.params,
             request_key=item.subtask_id,
-            reference=simulator_reference(ctx.task_type, item.fields),
+            reference=simulator_reference(ctx.task_type, item.fields) if reference else {},
         )
         completion = await provider.complete(request)
     except ProviderFailure as failure:

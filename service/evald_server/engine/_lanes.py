@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import anyio
 
 from evald_server.engine._limits import Limit, Limiter
-from evald_server.providers import Provider
+from evald_server.providers import Provider, SimulatedProvider
 from evald_server.store import ClaimedSubtask
 
 
@@ -30,6 +30,8 @@ class Lane:
     def __init__(self, model_id: str, provider: Provider, limit: Limit, workers: int) -> None:
         self.model_id = model_id
         self.provider = provider
+        # Only the simulator may see the record's answer; skip building it for others.
+        self.needs_reference = isinstance(provider, SimulatedProvider)
         self.limit = limit
         self.workers = workers
         self.low_water = workers  # refill below this many buffered subtasks
@@ -63,8 +65,7 @@ class Lane:
             self.claim_order.remove(run_id)
 
     def wake_feeder(self) -> None:
-        self.feeder_wake.set()
-        self.feeder_wake = anyio.Event()
+        self.feeder_wake.set()  # the feeder takes a fresh event before each round
 
     # -- buffer (workers side) ---------------------------------------------------------
 

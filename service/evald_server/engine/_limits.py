@@ -6,6 +6,7 @@
 * ``run.max_concurrency`` (key: run id): optional, per run.
 """
 
+from collections import deque
 from dataclasses import dataclass
 
 import anyio
@@ -27,39 +28,55 @@ class LimitStats:
 
 
 class Limit:
-    """One counting limit; FIFO for waiters, with a non-blocking ``try_acquire``."""
+    """One counting limit: FIFO for waiters, a slot handed straight to the next waiter on
+    release, and a non-blocking ``try_acquire``. Taking a free slot does not yield: it
+    sits on the hot path of every model call."""
 
     def __init__(self, name: str, key: str, capacity: int) -> None:
         check_limit(name, capacity)
         self.name = name
         self.key = key
         self.capacity = capacity
-        self._semaphore = anyio.Semaphore(capacity, max_value=capacity, fast_acquire=True)
-
-    async def acquire(self) -> None:
-        await self._semaphore.acquire()
+        self._in_use = 0
+        self._waiters: deque[anyio.Event] = deque()
 
     def try_acquire(self) -> bool:
+        if self._in_use < self.capacity and not self._waiters:
+            self._in_use += 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        if self.try_acquire():
+            return
+        granted = anyio.Event()
+        self._waiters.append(granted)
         try:
-            self._semaphore.acquire_nowait()
-        except anyio.WouldBlock:
-            return False
-        return True
+            await granted.wait()
+        except BaseException:
+            if granted.is_set():
+                self.release()  # the slot was ours already: pass it on
+            else:
+                self._waiters.remove(granted)
+            raise
 
     def release(self) -> None:
-        self._semaphore.release()
+        if self._waiters:
+            self._waiters.popleft().set()  # the slot changes hands; in_use stays
+        else:
+            self._in_use -= 1
 
     @property
     def in_use(self) -> int:
-        return self.capacity - self._semaphore.value
+        return self._in_use
 
     def stats(self) -> LimitStats:
         return LimitStats(
             name=self.name,
             key=self.key,
             capacity=self.capacity,
-            in_use=self.in_use,
-            waiting=self._semaphore.statistics().tasks_waiting,
+            in_use=self._in_use,
+            waiting=len(self._waiters),
         )
 
 

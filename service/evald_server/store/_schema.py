@@ -134,7 +134,22 @@ _V2 = (
     "CREATE INDEX results_run ON results (run_id)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+# Version 3: indexes that a subtask's state changes touch as little as possible. The
+# version-1 indexes keyed on state moved an index entry at every claim and every outcome
+# (two indexes, delete + insert each); now a claim removes one entry from a partial
+# index of pending work and an outcome touches no index at all, unless it schedules a
+# retry (the partial index of waiting retries).
+_V3 = (
+    "DROP INDEX subtasks_ready",
+    "DROP INDEX subtasks_task",
+    "CREATE INDEX subtasks_of_run ON subtasks (run_id)",
+    "CREATE INDEX subtasks_of_task ON subtasks (task_id)",
+    "CREATE INDEX subtasks_pending ON subtasks (run_id, model_id) WHERE state = 'pending'",
+    """CREATE INDEX subtasks_waiting ON subtasks (run_id, model_id, next_attempt_at)
+        WHERE state = 'failed'""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 LATEST_VERSION = len(MIGRATIONS)
 
 

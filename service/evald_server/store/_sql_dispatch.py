@@ -1,18 +1,15 @@
-"""The hot path in SQL: create a run with all its subtasks, claim ready work, record outcomes.
+"""The hot path in SQL: create a run with all its subtasks, and record outcomes.
 
 Counters move in the same transaction as the subtask rows they count, so a recount from
 the subtasks always equals them. Outcomes are applied only to rows still ``running``
 under this owner: a row that a cancel or a restart took back is never overwritten.
 """
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 
 from evald_server.domain import RunState, SubtaskState, TaskState
 from evald_server.store._records import (
-    Claim,
-    ClaimedSubtask,
     CompletionReport,
     EventKind,
     NewEvent,
@@ -114,100 +111,6 @@ def _subtask_rows(
                 yield (run.run_id, task.task_id, task.model_id, idx, repeat, run.created_at)
 
 
-def claim_ready(
-    conn: sqlite3.Connection,
-    run_id: str,
-    model_id: str,
-    limit: int,
-    owner: str,
-    now: float,
-    retain: int,
-) -> Claim:
-    """Move up to ``limit`` ready subtasks of (run, model) to ``running`` for ``owner``.
-
-    Due retries come first (oldest due first), then pending work in run order.
-    """
-    with transaction(conn):
-        run = conn.execute(
-            "SELECT state, cancel_requested FROM runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        if run is None or run[1] or RunState(run[0]).is_terminal:
-            return Claim(subtasks=(), exhausted=True, next_retry_at=None)
-        picked = conn.execute(
-            "SELECT row_id, task_id, state FROM subtasks WHERE run_id = ? AND model_id = ? "
-            "AND state = 'failed' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
-            (run_id, model_id, now, limit),
-        ).fetchall()
-        want_pending = limit - len(picked)
-        pending = conn.execute(
-            "SELECT row_id, task_id, state FROM subtasks WHERE run_id = ? AND model_id = ? "
-            "AND state = 'pending' ORDER BY row_id LIMIT ?",
-            (run_id, model_id, want_pending),
-        ).fetchall()
-        picked.extend(pending)
-        exhausted = len(pending) < want_pending
-        next_retry_at = None
-        if exhausted:
-            next_retry_at = conn.execute(
-                "SELECT MIN(next_attempt_at) FROM subtasks WHERE run_id = ? AND model_id = ? "
-                "AND state = 'failed'",
-                (run_id, model_id),
-            ).fetchone()[0]
-        if not picked:
-            return Claim(subtasks=(), exhausted=exhausted, next_retry_at=next_retry_at)
-        conn.executemany(
-            "UPDATE subtasks SET state = 'running', owner = ?, updated_at = ? WHERE row_id = ?",
-            [(owner, now, row[0]) for row in picked],
-        )
-        deltas = CounterDeltas()
-        for _row_id, task_id, state in picked:
-            deltas.move(run_id, task_id, _S(state), _S.RUNNING)
-        deltas.apply(conn)
-        task_ids = list(deltas.tasks)
-        conn.executemany(
-            "UPDATE tasks SET state = 'running', started_at = ? "
-            "WHERE task_id = ? AND state = 'pending'",
-            [(now, task_id) for task_id in task_ids],
-        )
-        events = []
-        started = conn.execute(
-            "UPDATE runs SET state = 'running', started_at = ? "
-            "WHERE run_id = ? AND state = 'pending' RETURNING run_id",
-            (now, run_id),
-        ).fetchone()
-        if started is not None:
-            events = append_events(
-                conn, run_id, [state_event(run_id, RunState.RUNNING, now, RunState.PENDING)], retain
-            )
-        placeholders = ",".join("?" * len(picked))
-        rows = conn.execute(
-            "SELECT s.row_id, s.task_id, s.record_idx, s.repeat_index, s.attempt, "
-            "r.record_id, r.fields, t.dataset_id FROM subtasks s "
-            "JOIN tasks t ON t.task_id = s.task_id "
-            "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
-            f"WHERE s.row_id IN ({placeholders}) ORDER BY s.row_id",
-            [row[0] for row in picked],
-        ).fetchall()
-    claimed = tuple(
-        ClaimedSubtask(
-            row_id=row[0],
-            run_id=run_id,
-            task_id=row[1],
-            model_id=model_id,
-            record_idx=row[2],
-            repeat_index=row[3],
-            attempt=row[4],
-            record_id=row[5],
-            fields=json.loads(row[6]),
-            dataset_id=row[7],
-        )
-        for row in rows
-    )
-    return Claim(
-        subtasks=claimed, exhausted=exhausted, next_retry_at=next_retry_at, events=tuple(events)
-    )
-
-
 _TARGET = {
     OutcomeKind.SUCCEEDED: _S.SUCCEEDED,
     OutcomeKind.RETRY: _S.FAILED,
@@ -224,7 +127,7 @@ _UPDATE_OUTCOME = (
     "completion_tokens = COALESCE(?, completion_tokens), latency_s = COALESCE(?, latency_s), "
     "ttft_s = COALESCE(?, ttft_s), first_error = COALESCE(first_error, ?), "
     "last_error = COALESCE(?, last_error) "
-    "WHERE row_id = ? AND state = 'running' AND owner = ?"
+    "WHERE row_id = ?"
 )
 
 
@@ -247,27 +150,36 @@ def complete(
                 run_ids,
             )
         }
+        marks = ",".join("?" * len(outcomes))
+        owned = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT row_id FROM subtasks WHERE row_id IN ({marks}) "
+                "AND state = 'running' AND owner = ?",
+                [*(o.row_id for o in outcomes), owner],
+            )
+        }
         deltas = CounterDeltas()
         retries: list[RetryScheduled] = []
         completed: dict[str, int] = {}
-        events: list[tuple[str, NewEvent]] = []
-        applied = 0
+        failures: list[SubtaskOutcome] = []
+        updates = []
         for outcome in outcomes:
+            if outcome.row_id not in owned:
+                continue  # taken back by a cancel or a restart: not ours any more
             kind = outcome.kind
             if kind is OutcomeKind.RETRY and outcome.run_id in cancelling:
                 kind = OutcomeKind.CANCELLED  # a cancelled run schedules no more retries
             target = _TARGET[kind]
-            spent = 1 if outcome.attempted and kind is not OutcomeKind.CANCELLED else 0
-            if kind is OutcomeKind.RELEASED:
-                spent = 0
-            cursor = conn.execute(
-                _UPDATE_OUTCOME,
+            spent = outcome.attempted and kind not in (OutcomeKind.CANCELLED, OutcomeKind.RELEASED)
+            error = error_json(outcome.error)
+            updates.append(
                 (
                     target.value,
                     now,
-                    spent,
-                    1 if outcome.attempted else 0,
-                    1 if outcome.rate_limited else 0,
+                    int(spent),
+                    int(outcome.attempted),
+                    int(outcome.rate_limited),
                     outcome.call_time_s,
                     outcome.next_attempt_at if kind is OutcomeKind.RETRY else None,
                     outcome.output,
@@ -275,15 +187,11 @@ def complete(
                     outcome.completion_tokens,
                     outcome.latency_s,
                     outcome.ttft_s,
-                    error_json(outcome.error),
-                    error_json(outcome.error),
+                    error,
+                    error,
                     outcome.row_id,
-                    owner,
-                ),
+                )
             )
-            if cursor.rowcount != 1:
-                continue  # taken back by a cancel or a restart: not ours any more
-            applied += 1
             deltas.move(outcome.run_id, outcome.task_id, _S.RUNNING, target)
             if target.is_terminal:
                 completed[outcome.run_id] = completed.get(outcome.run_id, 0) + 1
@@ -292,7 +200,10 @@ def complete(
                     RetryScheduled(outcome.run_id, outcome.model_id, outcome.next_attempt_at)
                 )
             if kind is OutcomeKind.FAILED_PERMANENT and outcome.error is not None:
-                events.append((outcome.run_id, _failure_event(conn, outcome, now)))
+                failures.append(outcome)
+        conn.executemany(_UPDATE_OUTCOME, updates)
+        events = [(o.run_id, _failure_event(conn, o, now)) for o in failures]
+        applied = len(updates)
         deltas.apply(conn)
         finished = finish_ready_tasks(conn, list(deltas.tasks), now)
         appended = []

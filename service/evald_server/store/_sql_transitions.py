@@ -38,16 +38,18 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
         if row is None or RunState(row[0]).is_terminal or row[2] == 0:
             return TransitionReport(changed=0, finished_tasks=(), events=())
         already = bool(row[1])  # a restart finishing a cancel: cancel what was requeued
-        groups = conn.execute(
-            "SELECT task_id, state, COUNT(*) FROM subtasks WHERE run_id = ? "
-            "AND state IN ('pending', 'failed') GROUP BY task_id, state",
-            (run_id,),
-        ).fetchall()
-        conn.execute(
-            "UPDATE subtasks SET state = 'cancelled', next_attempt_at = NULL, updated_at = ? "
-            "WHERE run_id = ? AND state IN ('pending', 'failed')",
-            (now, run_id),
-        )
+        groups = []
+        for state in ("pending", "failed"):  # one per partial index: each is a range scan
+            groups += conn.execute(
+                "SELECT task_id, state, COUNT(*) FROM subtasks WHERE run_id = ? "
+                f"AND state = '{state}' GROUP BY task_id",
+                (run_id,),
+            ).fetchall()
+            conn.execute(
+                "UPDATE subtasks SET state = 'cancelled', next_attempt_at = NULL, updated_at = ? "
+                f"WHERE run_id = ? AND state = '{state}'",
+                (now, run_id),
+            )
         conn.execute("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?", (run_id,))
         deltas = CounterDeltas()
         for task_id, state, count in groups:

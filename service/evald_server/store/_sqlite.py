@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
+from evald_server.store import _sql_claim as claim
 from evald_server.store import _sql_datasets as ds
 from evald_server.store import _sql_dispatch as dispatch
 from evald_server.store import _sql_reads as reads
@@ -197,7 +198,7 @@ class SqliteStore:
     # Execution.
     async def claim_ready(self, run_id: str, model_id: str, limit: int, now: float) -> Claim:
         return await self._write(
-            dispatch.claim_ready, run_id, model_id, limit, self.owner, now, self._retain
+            claim.claim_ready, run_id, model_id, limit, self.owner, now, self._retain
         )
 
     async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:

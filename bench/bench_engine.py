@@ -1,0 +1,346 @@
+"""The engine vs a bare aiohttp worker-pool loop, on the same fake, in the same invocation.
+
+    python -m bench.bench_engine [--repeats 3] [--skip-p3]
+
+* P1: N = 10,000 subtasks, one model, C = 100, fake latency 50 ms. Target: engine wall
+  ≤ 1.15 × the bare loop's wall (ideal ceil(N/C)·T = 5 s).
+* P2: fake latency 0, C = 64. Target: engine req/s ≥ 0.7 × the bare loop's req/s.
+* P3: a 100,000-subtask run at latency 0 in a child process whose RSS is sampled
+  (psutil, every 50 ms). Target: peak RSS ≤ 150 MB. The dataset is uploaded by an
+  earlier child (as on a server where it was uploaded before the run).
+
+The fake runs as its own process (its own core; no journal entries kept). The engine
+runs in this process with a real SQLite file, the real OpenAI provider and the real
+scoring pool; its wall is from CreateRun (which persists every subtask) to the commit
+of the last outcome (the task's ``finished_at``), so scoring is reported beside it,
+not in it. Each figure is the median of ``--repeats`` runs, engine and bare
+interleaved. Prints a table and writes ``bench/results/engine.json``.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import psutil  # type: ignore[import-untyped]
+
+from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
+from evald_server.config import ServerConfig, parse_config
+from evald_server.domain import TaskType
+from evald_server.fake_provider import FakeProcess
+
+RESULTS = Path(__file__).parent / "results" / "engine.json"
+TENANT = "bench"
+_BODY = json.dumps(
+    {"model": "bench", "messages": [{"role": "user", "content": "Label this review: fine"}]}
+).encode()
+
+
+def _config(db: Path, fake_url: str, concurrency: int, max_subtasks: int) -> ServerConfig:
+    return parse_config(
+        {
+            "store": {"url": f"sqlite:///{db}"},
+            "limits": {
+                "max_inflight": max(256, concurrency),
+                "max_subtasks_per_run": max_subtasks,
+                "max_records_per_dataset": max_subtasks,
+            },
+            "models": [
+                {
+                    "id": "bench",
+                    "provider": "openai",
+                    "base_url": fake_url,
+                    "max_concurrency": concurrency,
+                    "timeout_s": 60,
+                }
+            ],
+        }
+    )
+
+
+def _jsonl(records: int) -> bytes:
+    lines = (
+        json.dumps(
+            {
+                "id": f"r{i}",
+                "input": f"review {i}",
+                "label": "pos" if i % 2 else "neg",
+                "choices": ["pos", "neg"],
+            }
+        )
+        for i in range(records)
+    )
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def _upload(app: Evald, records: int) -> None:
+    header = DatasetHeader(f"bench-{records}", "1.0.0", TaskType.CLASSIFICATION)
+    await app.upload_dataset(TENANT, header, [_jsonl(records)])
+
+
+async def _engine_run(app: Evald, records: int) -> dict[str, float]:
+    spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{records}", "1.0.0"),))
+    cpu0, start = time.process_time(), time.time()
+    run = await app.create_run(TENANT, spec)
+    async for _event in await app.watch(TENANT, run.run_id):
+        pass
+    end = time.time()
+    cpu = time.process_time() - cpu0
+    tasks = await app.engine.store.get_tasks(run.run_id)
+    last_commit = max(t.finished_at or end for t in tasks)
+    wall = last_commit - start
+    return {
+        "wall_s": wall,
+        "req_per_s": records / wall,
+        "wall_incl_scoring_s": end - start,
+        "cpu_us_per_req_incl_scoring": cpu / records * 1e6,
+    }
+
+
+async def _bare_run(url: str, requests: int, concurrency: int) -> dict[str, float]:
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=60.0)
+    next_index = 0
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def worker() -> None:
+            nonlocal next_index
+            while next_index < requests:
+                index = next_index
+                next_index += 1
+                headers = {"Content-Type": "application/json", "X-Evald-Subtask": f"bare-{index}"}
+                async with session.post(url, data=_BODY, headers=headers) as response:
+                    json.loads(await response.read())["choices"][0]["message"]["content"]
+
+        cpu0, start = time.process_time(), time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(concurrency):
+                tg.start_soon(worker)
+        wall = time.perf_counter() - start
+    return {
+        "wall_s": wall,
+        "req_per_s": requests / wall,
+        "cpu_us_per_req": (time.process_time() - cpu0) / requests * 1e6,
+    }
+
+
+def _median(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}
+
+
+async def _compare(
+    fake: FakeProcess, name: str, n: int, c: int, latency_ms: float, repeats: int, tmp: Path
+) -> dict[str, Any]:
+    await fake.control.configure(latency_ms=latency_ms)
+    config = _config(tmp / f"{name}.sqlite3", fake.base_url, c, n)
+    engine_rows, bare_rows, peaks = [], [], []
+    async with Evald.open(config) as app:
+        await _upload(app, n)
+        for _ in range(repeats):
+            await fake.control.reset()
+            engine_rows.append(await _engine_run(app, n))
+            peaks.append((await fake.control.stats())["peak_concurrency_all"])
+            bare_rows.append(await _bare_run(fake.base_url + "/v1/chat/completions", n, c))
+    engine, bare = _median(engine_rows), _median(bare_rows)
+    return {
+        "name": name,
+        "n": n,
+        "concurrency": c,
+        "fake_latency_ms": latency_ms,
+        "ideal_wall_s": math.ceil(n / c) * latency_ms / 1000.0,
+        "engine": engine,
+        "bare_aiohttp": bare,
+        "engine_runs": engine_rows,
+        "bare_runs": bare_rows,
+        "fake_peak_concurrency": peaks,
+        "wall_ratio": round(engine["wall_s"] / bare["wall_s"], 3),
+        "throughput_ratio": round(engine["req_per_s"] / bare["req_per_s"], 3),
+    }
+
+
+# -- P3: memory of a 100,000-subtask run, in child processes ---------------------------------
+
+
+async def _child(mode: str, db: str, fake_url: str, n: int, c: int) -> None:
+    config = _config(Path(db), fake_url, c, n)
+    async with Evald.open(config) as app:
+        if mode == "upload":
+            await _upload(app, n)
+            return
+        spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
+        print("PHASE create", flush=True)
+        run = await app.create_run(TENANT, spec)
+        print("PHASE inference", flush=True)
+        scoring = False
+        async for event in await app.watch(TENANT, run.run_id):
+            counters = event.progress.counters if event.progress else None
+            if not scoring and counters is not None and counters.terminal == counters.total:
+                scoring = True
+                print("PHASE scoring", flush=True)
+        print("PHASE done", flush=True)
+
+
+def _sample(command: list[str]) -> dict[str, Any]:
+    """Run ``command``, sampling its RSS (and its children's) every 50 ms, per phase."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
+    watched = psutil.Process(process.pid)
+    peaks: dict[str, float] = {}
+    children_peak = 0.0
+    phase = "startup"
+    started = time.perf_counter()
+    os.set_blocking(process.stdout.fileno(), False)  # type: ignore[union-attr]
+    while process.poll() is None:
+        for line in iter(process.stdout.readline, ""):  # type: ignore[union-attr]
+            if line.startswith("PHASE "):
+                phase = line.split()[1]
+        try:
+            rss = watched.memory_info().rss / 2**20
+            kids = sum(k.memory_info().rss for k in watched.children(recursive=True)) / 2**20
+        except psutil.Error:
+            break
+        peaks[phase] = max(peaks.get(phase, 0.0), rss)
+        children_peak = max(children_peak, kids)
+        time.sleep(0.05)
+    process.wait()
+    return {
+        "exit_code": process.returncode,
+        "seconds": round(time.perf_counter() - started, 1),
+        "peak_rss_mb_by_phase": {k: round(v, 1) for k, v in peaks.items()},
+        "peak_rss_mb": round(max(peaks.values(), default=0.0), 1),
+        "scoring_workers_peak_rss_mb": round(children_peak, 1),
+    }
+
+
+async def _p3(fake: FakeProcess, n: int, c: int, tmp: Path) -> dict[str, Any]:
+    await fake.control.configure(latency_ms=0)
+    db = str(tmp / "p3.sqlite3")
+    base = [sys.executable, "-m", "bench.bench_engine", "--child"]
+    tail = [db, fake.base_url, str(n), str(c)]
+    upload = await anyio.to_thread.run_sync(_sample, [*base, "upload", *tail])
+    run = await anyio.to_thread.run_sync(_sample, [*base, "run", *tail])
+    by_phase = run["peak_rss_mb_by_phase"]
+    dispatch_peak = max(by_phase.get("create", 0.0), by_phase.get("inference", 0.0))
+    return {
+        "name": "P3",
+        "n": n,
+        "concurrency": c,
+        "upload_child": upload,
+        "run_child": run,
+        "peak_rss_mb_create_and_inference": dispatch_peak,
+        "peak_rss_mb": run["peak_rss_mb"],
+    }
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
+    fake_args = ("--port", "0", "--max-journal-entries", "0")
+    with tempfile.TemporaryDirectory(prefix="evald-bench-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        async with FakeProcess(*fake_args, stderr=subprocess.DEVNULL) as fake:
+            p1 = await _compare(
+                fake, "P1", args.p1_n, args.p1_c, args.p1_latency_ms, args.repeats, tmp
+            )
+            p2 = await _compare(fake, "P2", args.p2_n, args.p2_c, 0.0, args.repeats, tmp)
+            p3 = None if args.skip_p3 else await _p3(fake, args.p3_n, args.p3_c, tmp)
+            fake_stats = await fake.control.stats()
+    return {
+        "benchmark": "engine vs bare aiohttp worker pool",
+        "command": " ".join(["python -m bench.bench_engine", *sys.argv[1:]]),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_1m_before": round(load_before, 2),
+            "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        },
+        "fake_cpu_us_per_request": fake_stats.get("cpu_per_request_us"),
+        "targets": {
+            "P1": "engine wall <= 1.15 x bare wall",
+            "P2": "engine req/s >= 0.7 x bare req/s",
+            "P3": "peak RSS <= 150 MB",
+        },
+        "results": {"P1": p1, "P2": p2, "P3": p3},
+        "verdict": {
+            "P1": p1["wall_ratio"] <= 1.15,
+            "P2": p2["throughput_ratio"] >= 0.7,
+            "P3": None if p3 is None else p3["peak_rss_mb"] <= 150,
+        },
+    }
+
+
+def _print(report: dict[str, Any]) -> None:
+    machine = report["machine"]
+    print(
+        f"{machine['cpus']} CPUs, load average before {machine['load_avg_1m_before']}, "
+        f"fake CPU/request {report['fake_cpu_us_per_request']:.0f} µs (own process)"
+    )
+    print(
+        f"{'':4} {'N':>7} {'C':>4} {'lat ms':>6} {'ideal s':>7} {'engine s':>8} {'bare s':>7} "
+        f"{'eng req/s':>9} {'bare req/s':>10} {'ratio':>6}  target"
+    )
+    for key in ("P1", "P2"):
+        r = report["results"][key]
+        ratio, target = (
+            (r["wall_ratio"], "wall ≤ 1.15×")
+            if key == "P1"
+            else (r["throughput_ratio"], "req/s ≥ 0.7×")
+        )
+        ok = "met" if report["verdict"][key] else "MISSED"
+        print(
+            f"{key:4} {r['n']:>7} {r['concurrency']:>4} {r['fake_latency_ms']:>6.0f} "
+            f"{r['ideal_wall_s']:>7.2f} {r['engine']['wall_s']:>8.2f} "
+            f"{r['bare_aiohttp']['wall_s']:>7.2f} {r['engine']['req_per_s']:>9.0f} "
+            f"{r['bare_aiohttp']['req_per_s']:>10.0f} {ratio:>6.2f}  "
+            f"{target} {ok}"
+        )
+    p3 = report["results"]["P3"]
+    if p3 is not None:
+        ok = "met" if report["verdict"]["P3"] else "MISSED"
+        print(
+            f"P3   {p3['n']:>7} subtasks: peak RSS {p3['peak_rss_mb']:.0f} MB "
+            f"(create+inference {p3['peak_rss_mb_create_and_inference']:.0f} MB; by phase "
+            f"{p3['run_child']['peak_rss_mb_by_phase']}); upload child peak "
+            f"{p3['upload_child']['peak_rss_mb']:.0f} MB; target ≤ 150 MB {ok}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_engine")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--p1-n", type=int, default=10_000)
+    parser.add_argument("--p1-c", type=int, default=100)
+    parser.add_argument("--p1-latency-ms", type=float, default=50.0)
+    parser.add_argument("--p2-n", type=int, default=10_000)
+    parser.add_argument("--p2-c", type=int, default=64)
+    parser.add_argument("--p3-n", type=int, default=100_000)
+    parser.add_argument("--p3-c", type=int, default=64)
+    parser.add_argument("--skip-p3", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--child", nargs=5, metavar=("MODE", "DB", "URL", "N", "C"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args(argv)
+    if args.child:
+        mode, db, url, n, c = args.child
+        anyio.run(_child, mode, db, url, int(n), int(c), backend="asyncio")
+        return
+    report = anyio.run(_main, args, backend="asyncio")
+    _print(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
