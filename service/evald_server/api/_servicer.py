@@ -26,6 +26,7 @@ from evald_server.config import ServerConfig
 from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
+    EvaldError,
     FieldViolation,
     InvalidArgument,
     RunState,
@@ -62,6 +63,19 @@ def _enum_list(enum_type: Any, values: Any, field: str) -> list[Any]:
             )
         members.append(member)
     return members
+
+
+def _in_header(error: EvaldError) -> None:
+    """The app names header fields bare (``name``); in the request they are ``header.name``."""
+
+    def path(field: str) -> str:
+        return field if field.split(".")[0] == "header" else f"header.{field}"
+
+    if "field" in error.metadata:
+        error.metadata["field"] = path(error.metadata["field"])
+    error.field_violations = tuple(
+        FieldViolation(path(v.field), v.description) for v in error.field_violations
+    )
 
 
 class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
@@ -105,10 +119,16 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
                         ErrorReason.DATASET_HEADER_INVALID,
                         "only the first UploadDatasetRequest may carry a header",
                         metadata={"field": "header"},
+                        field_violations=(FieldViolation("header", "only in the first message"),),
                     )
                 yield message.chunk
 
-        dataset, created = await self.app.upload_dataset(tenant, header, chunks())
+        try:
+            dataset, created = await self.app.upload_dataset(tenant, header, chunks())
+        except EvaldError as error:
+            if error.reason is ErrorReason.DATASET_HEADER_INVALID:
+                _in_header(error)
+            raise
         return service_pb2.UploadDatasetResponse(dataset=dataset_to_proto(dataset), created=created)
 
     @unary

@@ -12,7 +12,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from evald_server.domain import ErrorReason, EvaldError
+from evald_server.domain import ErrorReason, EvaldError, FieldViolation
 from evald_server.domain._error_table import mapping_for
 
 ERROR_DOMAIN = "evald"
@@ -43,12 +43,20 @@ def rpc_status_for(error: EvaldError) -> status_pb2.Status:
             )
         )
     ]
-    if error.field_violations:
+    field_violations = error.field_violations
+    if (
+        not field_violations
+        and code is grpc.StatusCode.INVALID_ARGUMENT
+        and error.metadata.get("field")
+    ):
+        # The contract promises BadRequest whenever a request field is at fault.
+        field_violations = (FieldViolation(error.metadata["field"], error.message),)
+    if field_violations:
         violations = [
             error_details_pb2.BadRequest.FieldViolation(
                 field=violation.field, description=violation.description
             )
-            for violation in error.field_violations
+            for violation in field_violations
         ]
         details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
     if error.retry_after_s is not None:
