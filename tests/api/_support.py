@@ -1,0 +1,180 @@
+"""Helpers of the gRPC service tests: raw stubs, the rich error details of a failed
+call, small datasets, and bounded waits.
+
+The SDK hides the wire; these tests sometimes need it (the exact ``google.rpc.Status``,
+a header-less upload, a stream cut by hand), so they talk to the generated stub here.
+"""
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
+
+Metadata = tuple[tuple[str, str], ...]
+
+
+def bearer(token: str) -> Metadata:
+    return (("authorization", f"Bearer {token}"),)
+
+
+@dataclass(frozen=True, slots=True)
+class RpcFailure:
+    """What a failed call said: code, message and the unpacked google.rpc details."""
+
+    code: grpc.StatusCode
+    message: str
+    reason: str = ""
+    domain: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    violations: Mapping[str, str] = field(default_factory=dict)  # field → description
+    retry_delay_s: float | None = None
+    detail_types: tuple[str, ...] = ()
+
+
+def failure_of(error: grpc.RpcError) -> RpcFailure:
+    """Unpack a failed call's status with ``grpc_status.rpc_status.from_call``."""
+    code = error.code()
+    message = error.details() or ""
+    status = rpc_status.from_call(error)
+    if status is None:
+        return RpcFailure(code, message)
+    info = error_details_pb2.ErrorInfo()
+    bad = error_details_pb2.BadRequest()
+    retry = error_details_pb2.RetryInfo()
+    found: dict[str, Any] = {}
+    types = []
+    for detail in status.details:
+        types.append(detail.TypeName())
+        if detail.Unpack(info):
+            found.update(reason=info.reason, domain=info.domain, metadata=dict(info.metadata))
+        elif detail.Unpack(bad):
+            found["violations"] = {v.field: v.description for v in bad.field_violations}
+        elif detail.Unpack(retry):
+            delay = retry.retry_delay
+            found["retry_delay_s"] = delay.seconds + delay.nanos / 1e9
+    assert status.code == code.value[0], "the Status proto and the call agree on the code"
+    assert status.message == message
+    return RpcFailure(code, message, detail_types=tuple(types), **found)
+
+
+async def fails(call: Awaitable[Any]) -> RpcFailure:
+    """The failure of a unary (or client-streaming) call that must fail."""
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call
+    return failure_of(info.value)
+
+
+async def stream_fails(call: Any) -> tuple[list[Any], RpcFailure]:
+    """What a server-streaming call yielded before it failed, and the failure."""
+    received: list[Any] = []
+    try:
+        async for message in call:
+            received.append(message)
+    except grpc.aio.AioRpcError as error:
+        return received, failure_of(error)
+    raise AssertionError(f"the stream ended OK after {len(received)} messages")
+
+
+def assert_reason(
+    failure: RpcFailure,
+    code: grpc.StatusCode,
+    reason: str,
+    **metadata: str,
+) -> None:
+    """The code, ``ErrorInfo`` reason and domain, and the given metadata entries."""
+    assert (failure.code, failure.reason, failure.domain) == (code, reason, "evald"), failure
+    assert failure.detail_types[:1] == ("google.rpc.ErrorInfo",), "ErrorInfo always comes first"
+    for key, value in metadata.items():
+        assert failure.metadata.get(key) == value, (key, failure.metadata)
+
+
+@asynccontextmanager
+async def raw_stub(address: str) -> AsyncIterator[service_pb2_grpc.EvaluationServiceStub]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        yield service_pb2_grpc.EvaluationServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+def header(
+    name: str,
+    version: str = "1.0.0",
+    task_type: int = enums_pb2.TASK_TYPE_CLASSIFICATION,
+    *,
+    prompt_template: str | None = None,
+) -> service_pb2.UploadDatasetRequest:
+    message = dataset_pb2.UploadDatasetHeader(
+        name=name, benchmark_version=version, task_type=task_type
+    )
+    if prompt_template is not None:
+        message.prompt_template = prompt_template
+    return service_pb2.UploadDatasetRequest(header=message)
+
+
+def chunk(data: bytes) -> service_pb2.UploadDatasetRequest:
+    return service_pb2.UploadDatasetRequest(chunk=data)
+
+
+def jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def classification(n: int, prefix: str = "c") -> list[dict[str, Any]]:
+    return [
+        {"id": f"{prefix}{i}", "input": f"is {i} even?", "label": "yes" if i % 2 == 0 else "no"}
+        for i in range(n)
+    ]
+
+
+def qa(n: int, prefix: str = "q") -> list[dict[str, Any]]:
+    return [
+        {"id": f"{prefix}{i}", "question": f"What is item {i}?", "answers": ["a lamp"]}
+        for i in range(n)
+    ]
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[Any]], *, timeout_s: float = 20.0, every_s: float = 0.02
+) -> Any:
+    """Poll ``probe`` until it returns something truthy; fail after ``timeout_s``."""
+    with anyio.fail_after(timeout_s):
+        while True:
+            value = await probe()
+            if value:
+                return value
+            await anyio.sleep(every_s)
+
+
+def simulated(
+    model_id: str,
+    *,
+    latency_ms: float = 1.0,
+    max_concurrency: int = 4,
+    accuracy: float = 0.8,
+    fault_rate: float = 0.0,
+) -> dict[str, Any]:
+    """A ``[[models]]`` table of the built-in simulated provider (fixed latency)."""
+    return {
+        "id": model_id,
+        "provider": "simulated",
+        "max_concurrency": max_concurrency,
+        "simulator": {
+            "accuracy": accuracy,
+            "latency_ms_median": latency_ms,
+            "latency_sigma": 0.0,
+            "fault_rate": fault_rate,
+            "seed": 7,
+        },
+    }
+
+
+def event_kinds(events: Sequence[Any]) -> list[str]:
+    """The oneof kind of each ``WatchRunResponse``."""
+    return [e.event.WhichOneof("kind") for e in events]
