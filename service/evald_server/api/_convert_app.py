@@ -67,8 +67,36 @@ def _retry_policy(message: run_pb2.RetryPolicy) -> RetryPolicy:
     )
 
 
+# RunSpec names its fields as the domain does; the client set them in CreateRunRequest.
+_SPEC_PATHS = {
+    "models": "spec.model_ids",
+    "params": "spec.generation_overrides",
+    "retry_policy.backoff_s": "spec.retry_policy.backoff",
+    "retry_policy.jitter": "spec.retry_policy.jitter_fraction",
+    "retry_policy.retry_after_cap_s": "spec.retry_policy.retry_after_cap",
+}
+
+
+def _spec_path(field: str) -> str:
+    for domain, wire in _SPEC_PATHS.items():
+        if field == domain or field.startswith((f"{domain}.", f"{domain}[")):
+            return wire + field[len(domain) :]
+    return f"spec.{field}"
+
+
 def spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
-    """A validated RunSpec; every bad field is named (InvalidArgument RUN_SPEC_INVALID)."""
+    """A validated RunSpec; every bad field is named by its path in CreateRunRequest
+    (InvalidArgument RUN_SPEC_INVALID)."""
+    try:
+        return _spec_from_proto(spec)
+    except InvalidArgument as error:
+        error.field_violations = tuple(
+            FieldViolation(_spec_path(v.field), v.description) for v in error.field_violations
+        )
+        raise
+
+
+def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
     overrides = (
         generation_params(params_from_proto(spec.generation_overrides))
         if spec.HasField("generation_overrides")
