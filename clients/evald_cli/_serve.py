@@ -39,6 +39,9 @@ def serve(config_path: Path) -> int:
     def on_ready(address: str) -> None:
         print(f"{READY_PREFIX}{address}", flush=True)
 
-    anyio.run(functools.partial(serve_api, config, on_ready=on_ready), backend="asyncio")
+    try:
+        anyio.run(functools.partial(serve_api, config, on_ready=on_ready), backend="asyncio")
+    except ConfigError as exc:  # e.g. the listen address cannot be bound
+        raise CliError(f"config: {exc}") from exc
     sys.stdout.flush()
     return 0

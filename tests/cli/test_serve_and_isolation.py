@@ -1,6 +1,7 @@
 """``evald serve`` reports config errors in one line; client commands never load the
 server package."""
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,26 @@ def test_client_commands_do_not_import_the_server() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=RuntimeError,
+    reason="evald_server.api.serve lets grpc's RuntimeError from add_insecure_port escape "
+    "instead of raising ConfigError('server.listen: cannot bind …')",
+)
+def test_serve_on_a_taken_port_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        path = tmp_path / "evald.toml"
+        path.write_text(
+            f'[server]\nlisten = "127.0.0.1:{port}"\n'
+            f'[store]\nurl = "sqlite:///{(tmp_path / "db.sqlite3").as_posix()}"\n'
+        )
+        assert main(["serve", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"evald: error: config: server.listen: cannot bind 127.0.0.1:{port}\n"
