@@ -15,6 +15,8 @@ import anyio
 import grpc
 import pytest
 from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
 from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
@@ -178,3 +180,27 @@ def simulated(
 def event_kinds(events: Sequence[Any]) -> list[str]:
     """The oneof kind of each ``WatchRunResponse``."""
     return [e.event.WhichOneof("kind") for e in events]
+
+
+async def reflected_services(address: str, metadata: Metadata = ()) -> list[str]:
+    """The services the server lists through the reflection service (one raw exchange)."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        call = stub.ServerReflectionInfo(iter([request]), metadata=metadata)
+        names = [
+            service.name
+            async for response in call
+            for service in response.list_services_response.service
+        ]
+    return sorted(names)
+
+
+async def health_status(address: str, service: str = "", metadata: Metadata = ()) -> str:
+    """The health service's answer for ``service``: "SERVING", "NOT_SERVING", …"""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        response = await stub.Check(
+            health_pb2.HealthCheckRequest(service=service), metadata=metadata, timeout=10
+        )
+    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
