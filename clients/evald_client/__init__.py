@@ -2,7 +2,14 @@
 
 ``AsyncEvaldClient`` for asyncio code, ``EvaldClient`` for blocking code; both return
 the frozen dataclasses below and raise the ``EvaldError`` tree. The generated protobuf
-code stays behind this package.
+code stays behind this package::
+
+    async with AsyncEvaldClient("127.0.0.1:50051", token=token) as evald:
+        await evald.upload_dataset(name="qa", version="1.0.0", task_type="qa", path=p)
+        run = await evald.create_run(models=["m"], datasets=[("qa", "1.0.0")])
+        async for event in evald.watch(run.run_id):  # resumes by itself on UNAVAILABLE
+            ...
+        results = await evald.results(run.run_id)
 """
 
 from evald_client._channel import TlsConfig
