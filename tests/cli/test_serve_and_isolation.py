@@ -43,12 +43,6 @@ def test_client_commands_do_not_import_the_server() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="evald_server.api.serve lets grpc's RuntimeError from add_insecure_port escape "
-    "instead of raising ConfigError('server.listen: cannot bind …')",
-)
 def test_serve_on_a_taken_port_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -68,11 +68,14 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None 
     )
 
     credentials = _credentials(config.server)
-    if credentials is None:
-        port = server.add_insecure_port(config.server.listen)
-    else:
-        port = server.add_secure_port(config.server.listen, credentials)
-    if port == 0:
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(config.server.listen)
+        else:
+            port = server.add_secure_port(config.server.listen, credentials)
+    except RuntimeError as exc:  # grpc's way of saying the address is taken or invalid
+        raise ConfigError(f"server.listen: cannot bind {config.server.listen}") from exc
+    if port == 0:  # older grpc releases answer 0 instead of raising
         raise ConfigError(f"server.listen: cannot bind {config.server.listen}")
     address = f"{config.server.host}:{port}"
 
