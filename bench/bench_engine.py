@@ -35,9 +35,10 @@ import anyio
 import psutil  # type: ignore[import-untyped]
 
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
-from evald_server.config import ServerConfig, parse_config
+from evald_server.config import GenerationParams, ModelConfig, ServerConfig, parse_config
 from evald_server.domain import TaskType
 from evald_server.fake_provider import FakeProcess
+from evald_server.providers import ChatMessage, OpenAIProvider, ProviderRequest
 
 RESULTS = Path(__file__).parent / "results" / "engine.json"
 TENANT = "bench"
@@ -134,6 +135,37 @@ async def _bare_run(url: str, requests: int, concurrency: int) -> dict[str, floa
     }
 
 
+async def _provider_run(url: str, requests: int, concurrency: int) -> dict[str, float]:
+    """OpenAIProvider alone in the same worker pool: splits the engine's gap into what
+    the provider adapter costs and what the engine adds."""
+    model = ModelConfig(id="bench", provider="openai", base_url=url, timeout_s=60.0)
+    provider = OpenAIProvider(model, pool_size=concurrency)
+    messages = (ChatMessage("user", "Label this review: fine"),)
+    params = GenerationParams()
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < requests:
+            index = next_index
+            next_index += 1
+            await provider.complete(ProviderRequest(messages, params, f"provider-{index}"))
+
+    try:
+        cpu0, start = time.process_time(), time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(concurrency):
+                tg.start_soon(worker)
+        wall = time.perf_counter() - start
+    finally:
+        await provider.aclose()
+    return {
+        "wall_s": wall,
+        "req_per_s": requests / wall,
+        "cpu_us_per_req": (time.process_time() - cpu0) / requests * 1e6,
+    }
+
+
 def _median(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}
 
@@ -143,7 +175,7 @@ async def _compare(
 ) -> dict[str, Any]:
     await fake.control.configure(latency_ms=latency_ms)
     config = _config(tmp / f"{name}.sqlite3", fake.base_url, c, n)
-    engine_rows, bare_rows, peaks = [], [], []
+    engine_rows, bare_rows, provider_rows, peaks = [], [], [], []
     async with Evald.open(config) as app:
         await _upload(app, n)
         for _ in range(repeats):
@@ -151,6 +183,7 @@ async def _compare(
             engine_rows.append(await _engine_run(app, n))
             peaks.append((await fake.control.stats())["peak_concurrency_all"])
             bare_rows.append(await _bare_run(fake.base_url + "/v1/chat/completions", n, c))
+            provider_rows.append(await _provider_run(fake.base_url, n, c))
     engine, bare = _median(engine_rows), _median(bare_rows)
     return {
         "name": name,
@@ -160,10 +193,15 @@ async def _compare(
         "ideal_wall_s": math.ceil(n / c) * latency_ms / 1000.0,
         "engine": engine,
         "bare_aiohttp": bare,
+        "provider_only": _median(provider_rows),
         "engine_runs": engine_rows,
         "bare_runs": bare_rows,
+        "provider_only_runs": provider_rows,
         "fake_peak_concurrency": peaks,
         "wall_ratio": round(engine["wall_s"] / bare["wall_s"], 3),
+        "provider_only_throughput_ratio": round(
+            statistics.median(r["req_per_s"] for r in provider_rows) / bare["req_per_s"], 3
+        ),
         "throughput_ratio": round(engine["req_per_s"] / bare["req_per_s"], 3),
     }
 
@@ -301,6 +339,15 @@ def _print(report: dict[str, Any]) -> None:
             f"{r['bare_aiohttp']['wall_s']:>7.2f} {r['engine']['req_per_s']:>9.0f} "
             f"{r['bare_aiohttp']['req_per_s']:>10.0f} {ratio:>6.2f}  "
             f"{target} {ok}"
+        )
+    for key in ("P1", "P2"):
+        r = report["results"][key]
+        print(
+            f"{key}: OpenAIProvider alone in the same pool: {r['provider_only']['req_per_s']:.0f} "
+            f"req/s ({r['provider_only_throughput_ratio']:.2f}× bare); CPU µs/request: bare "
+            f"{r['bare_aiohttp']['cpu_us_per_req']:.0f}, "
+            f"provider {r['provider_only']['cpu_us_per_req']:.0f}, "
+            f"engine {r['engine']['cpu_us_per_req_incl_scoring']:.0f} (incl. scoring)"
         )
     p3 = report["results"]["P3"]
     if p3 is not None:

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
@@ -124,3 +125,29 @@ async def test_retries_stop_after_max_retries_and_retry_run_requeues(tmp_path: P
             (result,) = (await app.list_results(TENANT, run.run_id)).items
             assert result.status is ResultStatus.SUCCESS
             assert fake.journal.requests == 4
+
+
+@pytest.mark.anyio
+async def test_a_waiting_retry_survives_a_restart_and_runs_when_due(tmp_path: Path) -> None:
+    async with FakeProvider(FakeConfig(sequence=(Behaviour.error(503),))) as fake:
+        config = make_config(tmp_path, [fake.model_config("m1", max_concurrency=1)])
+        policy = RetryPolicy(max_retries=2, backoff_s=(1.0,), jitter=0.0)
+        spec = RunSpec(models=("m1",), datasets=(DatasetRef("one", "1.0.0"),), retry_policy=policy)
+        async with Evald.open(config, scoring=InlineScoring()) as app:
+            await upload(app, "one", 1)
+            run = await app.create_run(TENANT, spec)
+            await fake.wait_until(lambda j: j.outcomes().get("http_503") == 1, timeout_s=30)
+            waiting = (SubtaskState.FAILED,)
+            with anyio.fail_after(10):
+                # The outcome is committed by another task: poll the store for it.
+                while not (await app.list_samples(TENANT, run.run_id, states=waiting)).items:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+        # The retry time is in the store: a new process picks it up when it falls due.
+        async with Evald.open(config, scoring=InlineScoring()) as app:
+            await wait_until_finished(app, run.run_id)
+            (sample,) = (await app.list_samples(TENANT, run.run_id)).items
+            assert sample.state is SubtaskState.SUCCEEDED
+            assert sample.attempts == 2
+        first, second = fake.journal.entries
+        assert first.finished_at is not None
+        assert second.started_at - first.finished_at >= 1.0

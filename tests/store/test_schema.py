@@ -78,3 +78,11 @@ async def test_store_urls_are_validated(tmp_path: Path) -> None:
     store = await SqliteStore.from_url(f"sqlite:///{tmp_path}/x.sqlite3?synchronous=full")
     await store.close()
     assert (tmp_path / "x.sqlite3").exists()
+
+
+@pytest.mark.anyio
+async def test_a_closed_store_says_so_instead_of_hanging(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "closed.sqlite3")
+    await store.close()
+    with pytest.raises(StoreError, match="closed"):
+        await store.get_run("run_x")

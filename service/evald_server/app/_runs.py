@@ -17,6 +17,7 @@ from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
     FailedPrecondition,
+    FieldViolation,
     InvalidArgument,
     NotFound,
     ResourceExhausted,
@@ -56,7 +57,10 @@ class RunService:
         if request_id is not None:
             if not 0 < len(request_id) <= 128:
                 raise InvalidArgument(
-                    ErrorReason.INVALID_ARGUMENT, "request_id must be 1-128 characters"
+                    ErrorReason.INVALID_ARGUMENT,
+                    f"request_id must be 1-128 characters, got {len(request_id)}",
+                    metadata={"field": "request_id"},
+                    field_violations=(FieldViolation("request_id", "must be 1-128 characters"),),
                 )
             existing = await self._store.find_run_by_request(tenant, request_id)
             if existing is not None:
@@ -201,7 +205,8 @@ class RunService:
             raise InvalidArgument(
                 ErrorReason.INVALID_ARGUMENT,
                 f"task_ids not in run {run_id}: {', '.join(unknown)}",
-                metadata={"runId": run_id},
+                metadata={"runId": run_id, "field": "task_ids"},
+                field_violations=(FieldViolation("task_ids", "not tasks of this run"),),
             )
         report = await self._engine.retry_run(run_id, task_ids, [c.value for c in categories])
         if report.changed == 0:
@@ -251,7 +256,12 @@ class RunService:
         await self._owned(tenant, run_id)
         tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
         if task_id and task_id not in tasks:
-            raise NotFound(ErrorReason.RUN_NOT_FOUND, f"task {task_id!r} not found in run {run_id}")
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                f"task {task_id!r} is not a task of run {run_id}",
+                metadata={"runId": run_id, "field": "task_id"},
+                field_violations=(FieldViolation("task_id", "not a task of this run"),),
+            )
         filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
         after = integer(decode_token(token, "samples", tenant, filters))
         limit = page_size(size)

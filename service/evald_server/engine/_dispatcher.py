@@ -141,42 +141,41 @@ class Dispatcher:
 
     async def _fill(self, lane: Lane) -> tuple[int, float | None]:
         """One claiming round across the lane's runs; returns (claimed, next retry due)."""
+        want = lane.high_water - lane.buffered
+        now = time.time()
+        ready = [run_id for run_id in lane.claim_order if lane.runs[run_id].runnable(now)]
+        claimed = 0
+        if lane.buffered < lane.low_water and want > 0 and ready:
+            lane.claim_order.rotate(-1)  # the next round starts with the next run
+            share = max(1, math.ceil(want / len(ready)))
+            for run_id in ready:
+                claimed += await self._claim(lane, run_id, share)
+        # After the claims: a claim may just have revealed when a run's retries fall due.
         now = time.time()
         waiting = [r.next_retry_at for r in lane.runs.values() if not r.runnable(now)]
-        next_due = min((t for t in waiting if t is not None), default=None)
-        want = lane.high_water - lane.buffered
-        if lane.buffered >= lane.low_water or want <= 0:
-            return 0, next_due
-        ready = [run_id for run_id in lane.claim_order if lane.runs[run_id].runnable(now)]
-        if not ready:
-            return 0, next_due
-        lane.claim_order.rotate(-1)  # the next round starts with the next run
-        share = max(1, math.ceil(want / len(ready)))
-        claimed = 0
-        for run_id in ready:
-            limit = share
-            run_limit = self._limiter.run(run_id)
-            if run_limit is not None:
-                limit = min(
-                    limit, 2 * min(run_limit.capacity, lane.workers) - lane.buffered_for(run_id)
-                )
-            entry = lane.runs.get(run_id)
-            if limit <= 0 or entry is None:
-                continue
-            version = entry.version
-            claim = await self._store.claim_ready(run_id, lane.model_id, limit, time.time())
-            self._publish(claim.events)
-            if claim.subtasks:
-                claimed += len(claim.subtasks)
-                await self._accept(lane, run_id, claim.subtasks)
-            entry = lane.runs.get(run_id)
-            if entry is None or entry.version != version:
-                continue  # new work arrived meanwhile: look again next round
+        return claimed, min((t for t in waiting if t is not None), default=None)
+
+    async def _claim(self, lane: Lane, run_id: str, share: int) -> int:
+        limit = share
+        run_limit = self._limiter.run(run_id)
+        if run_limit is not None:
+            cap = 2 * min(run_limit.capacity, lane.workers)
+            limit = min(limit, cap - lane.buffered_for(run_id))
+        entry = lane.runs.get(run_id)
+        if limit <= 0 or entry is None:
+            return 0
+        version = entry.version
+        claim = await self._store.claim_ready(run_id, lane.model_id, limit, time.time())
+        self._publish(claim.events)
+        if claim.subtasks:
+            await self._accept(lane, run_id, claim.subtasks)
+        entry = lane.runs.get(run_id)
+        if entry is not None and entry.version == version:  # else: new work came meanwhile
             if claim.exhausted and claim.next_retry_at is None:
                 lane.forget(run_id)
             elif claim.exhausted:
                 entry.next_retry_at = claim.next_retry_at
-        return claimed, next_due
+        return len(claim.subtasks)
 
     async def _accept(self, lane: Lane, run_id: str, items: tuple[ClaimedSubtask, ...]) -> None:
         if run_id in self._cancelled_runs or self._stopping:

@@ -14,7 +14,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -30,6 +30,7 @@ from evald_server.domain import (
     TaskState,
     TaskType,
 )
+from evald_server.engine._compact import Compactor
 from evald_server.engine._profile import build_profile
 from evald_server.engine._results import (
     CONTRACT_VERSION,
@@ -185,11 +186,12 @@ class Watcher:
             ),
             created_at=now,
         )
-        scores: tuple[SampleScoreRow, ...] = ()
+        scores: Iterable[SampleScoreRow] = ()
         if report is not None:
-            scores = tuple(
-                SampleScoreRow(row_ids[s.subtask_id], dict(s.scores), s.correct)
-                for s in report.sample_scores
+            sample_scores = report.sample_scores
+            scores = (  # a generator: the store streams it into its executemany
+                SampleScoreRow(row_ids[s.subtask_id], s.scores, s.correct, s.flags)
+                for s in sample_scores
                 if s.subtask_id in row_ids
             )
         body = evaluation.to_json()
@@ -212,6 +214,8 @@ class Watcher:
     async def _samples(self, task_id: str) -> tuple[list[ScoringSample], dict[str, int]]:
         samples: list[ScoringSample] = []
         row_ids: dict[str, int] = {}
+        compact = Compactor()
+        last: tuple[int, Any] = (-1, None)  # repeats of a record are adjacent: one copy
         after = 0
         while True:
             page = await self._store.task_subtasks(task_id, (SubtaskState.SUCCEEDED,), after, _PAGE)
@@ -220,11 +224,17 @@ class Watcher:
             for row in page:
                 subtask_id = row.subtask_id
                 row_ids[subtask_id] = row.row_id
+                if last[0] != row.record_idx:
+                    last = (row.record_idx, compact.value(row.fields))
                 # input_text stays empty: the scorer shows the record's own input in its
                 # worst examples, and 100,000 rendered prompts would only cost memory.
                 samples.append(
                     ScoringSample(
-                        subtask_id, row.record_id, row.repeat_index, row.fields, row.output
+                        subtask_id,
+                        row.record_id,
+                        row.repeat_index,
+                        last[1],
+                        compact.value(row.output),
                     )
                 )
             after = page[-1].row_id

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import anyio
 
+from evald_server.store._errors import StoreError
+
 T = TypeVar("T")
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
@@ -33,6 +35,7 @@ class DbThread:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
+        self._closed = False
 
     async def start(self) -> None:
         """Start the thread and open its connection (errors surface here)."""
@@ -42,6 +45,8 @@ class DbThread:
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` on the thread; return its result or raise its error."""
+        if self._closed:
+            raise StoreError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((fn, args, future, loop))
@@ -52,11 +57,19 @@ class DbThread:
     async def close(self) -> None:
         """Finish queued calls, close the connection and join the thread."""
         thread = self._thread
+        self._closed = True
         if thread is None:
             return
         self._thread = None
         self._jobs.put(None)
         await anyio.to_thread.run_sync(thread.join)
+        while True:  # calls that raced with close never ran: tell their callers
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None and not job[2].done():
+                job[2].set_exception(StoreError("the store is closed"))
 
     def _open(self, _conn: sqlite3.Connection | None) -> None:
         self._conn = self._connect()

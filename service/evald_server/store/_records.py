@@ -5,7 +5,7 @@ engine and the application layer give them meaning. Times are Unix epoch seconds
 (``time.time()``), because retry times must survive a restart.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -319,7 +319,7 @@ class TaskFinish:
     state: TaskState
     result_status: str
     result: Json
-    sample_scores: tuple[SampleScoreRow, ...] = ()
+    sample_scores: Iterable[SampleScoreRow] = ()  # may be a generator: streamed
     event_payload: Json = field(default_factory=dict)
     time: float = 0.0
 

@@ -203,14 +203,14 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
         )
         conn.executemany(
             "UPDATE subtasks SET scores = ?, correct = ? WHERE row_id = ?",
-            [
+            (
                 (
                     dumps({"scores": s.scores, "flags": list(s.flags)}),
                     None if s.correct is None else int(s.correct),
                     s.row_id,
                 )
                 for s in finish.sample_scores
-            ],
+            ),
         )
         new_events = [
             NewEvent(kind=EventKind.TASK_SCORED, payload=finish.event_payload, time=finish.time)
