@@ -1,0 +1,203 @@
+"""Scoring throughput: samples per second of each scorer on generated tasks.
+
+    python -m bench.bench_scorers [--samples 100000] [--resamples 1000]
+
+For each task type, ``--samples`` samples (one per record, deterministic, shaped like
+real model output: decorated labels and choice letters, paraphrased answers, JSON
+entity lists in fences, ~30-word summaries over a Zipf vocabulary, GSM8K-style
+numbers) are scored by ``score_task`` in this process, bootstrap included; the
+bootstrap alone is timed too (the same statistic and draws, on the scorer's
+per-sample contributions). Prints a table and writes ``bench/results/scorers.json``.
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from evald_server.datasets import bio_entities
+from evald_server.domain import TaskType
+from evald_server.scoring import ScoringSample, score_task, scorer_for
+from evald_server.scoring._common import BaseScorer
+from evald_server.scoring._intervals import bootstrap_distribution, record_units
+
+RESULTS = Path(__file__).parent / "results" / "scorers.json"
+LABELS = ["positive", "negative", "neutral"]
+CHOICES = ["Paris", "London", "Rome", "Berlin"]
+TYPES = ["PER", "LOC", "ORG", "MISC"]
+
+Make = Callable[[random.Random, int], tuple[dict[str, Any], str]]
+
+
+def _classification(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
+    if i % 2:
+        gold = rng.choice(CHOICES)
+        letter = "ABCD"[CHOICES.index(rng.choice([gold, *CHOICES]))]
+        output = rng.choice([letter, f"({letter})", f"Answer: {letter}", f"{letter}) {gold}"])
+        return {"input": "Capital?", "label": gold, "choices": CHOICES}, output
+    gold = rng.choice(LABELS)
+    said = rng.choice([gold, gold, *LABELS])
+    output = rng.choice([said, f"The sentiment is {said}.", said.upper(), "I am not sure."])
+    return {"input": "A review.", "label": gold}, output
+
+
+def _words(rng: random.Random, vocabulary: list[str], n: int) -> list[str]:
+    # Zipf-like: low ranks are frequent, as in text.
+    return [vocabulary[min(int(rng.paretovariate(1.1)) - 1, len(vocabulary) - 1)] for _ in range(n)]
+
+
+VOCABULARY = [f"word{i}" for i in range(5000)]
+
+
+def _qa(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
+    answers = [
+        " ".join(_words(rng, VOCABULARY, rng.randint(1, 4))) for _ in range(rng.randint(1, 3))
+    ]
+    output = rng.choice(
+        [answers[0], f"The answer is {answers[-1]}.", " ".join(_words(rng, VOCABULARY, 5)), ""]
+    )
+    return {"question": "Who?", "answers": answers}, output
+
+
+def _ner(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
+    tokens = [f"t{i}x{j}" for j in range(12)]
+    tags = []
+    for _ in tokens:
+        roll = rng.random()
+        tags.append("O" if roll < 0.6 else f"{'B' if roll < 0.85 else 'I'}-{rng.choice(TYPES)}")
+    entities = bio_entities(tokens, tags)
+    predicted = [e for e in entities if rng.random() < 0.8] + [{"text": tokens[0], "type": "MISC"}]
+    body = json.dumps(predicted)
+    output = rng.choice([body, f"```json\n{body}\n```", f"Entities: {body}", "none found"])
+    return {"tokens": tokens, "tags": tags}, output
+
+
+def _summarization(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
+    summary = _words(rng, VOCABULARY, 30)
+    summary_text = " ".join(summary[:15]) + ".\n" + " ".join(summary[15:]) + "."
+    kept = [w for w in summary if rng.random() < 0.6] + _words(rng, VOCABULARY, 10)
+    rng.shuffle(kept)
+    return {"document": "A document.", "summary": summary_text}, " ".join(kept)
+
+
+def _generation(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
+    n = rng.randint(1, 100_000)
+    mode = ("exact", "contains", "regex", "numeric")[i % 4]
+    if mode == "numeric":
+        shown = n if rng.random() < 0.7 else n + 1
+        return {"input": "q", "reference": f"Steps.\n#### {n:,}", "match": mode}, (
+            f"Let me think. 3 + 4 = 7, so the total is {shown:,}."
+        )
+    if mode == "regex":
+        return {"input": "q", "reference": r"\b\d{3}-\d{4}\b", "match": mode}, (
+            rng.choice(["call 555-1234 now", "no number"])
+        )
+    reference = f"answer {n}"
+    output = rng.choice([reference, f"The {reference.upper()} it is", f"answer {n + 1}"])
+    return {"input": "q", "reference": reference, "match": mode}, output
+
+
+MAKERS: dict[TaskType, Make] = {
+    TaskType.CLASSIFICATION: _classification,
+    TaskType.QA: _qa,
+    TaskType.NER: _ner,
+    TaskType.SUMMARIZATION: _summarization,
+    TaskType.GENERATION: _generation,
+}
+
+
+@dataclass
+class Row:
+    scorer: str
+    samples: int
+    total_s: float
+    samples_per_s: float
+    bootstrap_s: float
+
+
+def _samples(task_type: TaskType, n: int) -> list[ScoringSample]:
+    rng = random.Random(f"{task_type}-{n}")
+    samples = []
+    for i in range(n):
+        record, output = MAKERS[task_type](rng, i)
+        samples.append(ScoringSample(f"s{i}", f"r{i}", 0, record, output, input_text="prompt"))
+    return samples
+
+
+def _bench(task_type: TaskType, n: int, resamples: int) -> Row:
+    samples = _samples(task_type, n)
+    started = time.perf_counter()
+    report = score_task(task_type, samples, seed=0, resamples=resamples)
+    total = time.perf_counter() - started
+    # The bootstrap alone, on the same per-sample contributions and draws.
+    scorer = scorer_for(task_type)
+    assert isinstance(scorer, BaseScorer)
+    evaluation = scorer.evaluate(samples, samples)
+    units, n_units = record_units([s.record_id for s in samples])
+    started = time.perf_counter()
+    bootstrap_distribution(units, n_units, evaluation.statistic, seed=0, resamples=resamples)
+    bootstrap = time.perf_counter() - started
+    return Row(
+        report.scorer, report.scored_samples, round(total, 3), round(n / total), round(bootstrap, 3)
+    )
+
+
+def _print(report: dict[str, Any]) -> None:
+    machine = report["machine"]
+    print(
+        f"{report['samples']:,} samples per scorer, {report['resamples']} bootstrap resamples, "
+        f"one process, {machine['cpus']} CPUs, load average before {machine['load_avg_1m_before']}"
+    )
+    print(f"{'scorer':24} {'samples':>8} {'total s':>8} {'samples/s':>10} {'bootstrap s':>12}")
+    for row in report["results"]:
+        print(
+            f"{row['scorer']:24} {row['samples']:>8} {row['total_s']:>8.2f} "
+            f"{row['samples_per_s']:>10,} {row['bootstrap_s']:>12.2f}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_scorers")
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--resamples", type=int, default=1_000)
+    parser.add_argument(
+        "--only", choices=[t.value for t in TaskType], action="append", help="repeatable"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    task_types = [TaskType(t) for t in args.only] if args.only else list(TaskType)
+    rows = [_bench(task_type, args.samples, args.resamples) for task_type in task_types]
+    report = {
+        "benchmark": "scorer throughput (score_task, bootstrap included)",
+        "command": " ".join(["python -m bench.bench_scorers", *sys.argv[1:]]),
+        "samples": args.samples,
+        "resamples": args.resamples,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "numpy": version("numpy"),
+            "rouge-score": version("rouge-score"),
+            "load_avg_1m_before": round(load_before, 2),
+            "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        },
+        "results": [asdict(row) for row in rows],
+    }
+    _print(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
