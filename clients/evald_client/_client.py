@@ -31,6 +31,7 @@ from evald_client._upload import (
     chunks_from_spool,
     send_upload,
     spool_records,
+    spool_size,
 )
 from evald_client._watch import ReconnectPolicy, watch_events
 
@@ -143,10 +144,13 @@ class AsyncEvaldClient:
         )
         if prompt_template is not None:
             header.prompt_template = prompt_template
+        # The declared length lets the server tell a complete upload from one cut off.
         if path is not None:
+            header.content_length = (await anyio.Path(path).stat()).st_size
             chunks = chunks_from_path(Path(path), chunk_bytes)
         else:
             spool = await anyio.to_thread.run_sync(spool_records, records or ())
+            header.content_length = spool_size(spool)
             chunks = chunks_from_spool(spool, chunk_bytes)
         call = self._stub.UploadDataset(metadata=self._metadata, timeout=self._timeout_s)
         response = await send_upload(call, header, chunks)

@@ -1,6 +1,7 @@
 """The UploadDataset stream: byte chunks from a file or from records, and the call."""
 
 import asyncio
+import io
 import json
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -47,6 +48,13 @@ def spool_records(records: Iterable[Mapping[str, Any]]) -> IO[bytes]:
         raise
     spool.seek(0)
     return spool
+
+
+def spool_size(spool: IO[bytes]) -> int:
+    """The spooled byte count; leaves the spool positioned at its start."""
+    size = spool.seek(0, io.SEEK_END)
+    spool.seek(0)
+    return size
 
 
 async def chunks_from_spool(spool: IO[bytes], chunk_bytes: int) -> AsyncIterator[bytes]:

@@ -41,15 +41,17 @@ class DatasetRef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., benchmark_version: _Optional[str] = ...) -> None: ...
 
 class UploadDatasetHeader(_message.Message):
-    __slots__ = ("name", "benchmark_version", "task_type", "prompt_template", "request_id")
+    __slots__ = ("name", "benchmark_version", "task_type", "prompt_template", "request_id", "content_length")
     NAME_FIELD_NUMBER: _ClassVar[int]
     BENCHMARK_VERSION_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_LENGTH_FIELD_NUMBER: _ClassVar[int]
     name: str
     benchmark_version: str
     task_type: _enums_pb2.TaskType
     prompt_template: str
     request_id: str
-    def __init__(self, name: _Optional[str] = ..., benchmark_version: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., prompt_template: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    content_length: int
+    def __init__(self, name: _Optional[str] = ..., benchmark_version: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., prompt_template: _Optional[str] = ..., request_id: _Optional[str] = ..., content_length: _Optional[int] = ...) -> None: ...

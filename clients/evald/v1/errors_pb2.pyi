@@ -50,6 +50,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_PAGE_TOKEN_INVALID: _ClassVar[ErrorReason]
     ERROR_REASON_UNAUTHENTICATED: _ClassVar[ErrorReason]
     ERROR_REASON_SERVER_DRAINING: _ClassVar[ErrorReason]
+    ERROR_REASON_DATASET_UPLOAD_INCOMPLETE: _ClassVar[ErrorReason]
 ERROR_CATEGORY_UNSPECIFIED: ErrorCategory
 ERROR_CATEGORY_DATASET_INVALID: ErrorCategory
 ERROR_CATEGORY_MODEL_PROVIDER_ERROR: ErrorCategory
@@ -88,6 +89,7 @@ ERROR_REASON_WATCH_SEQ_EXPIRED: ErrorReason
 ERROR_REASON_PAGE_TOKEN_INVALID: ErrorReason
 ERROR_REASON_UNAUTHENTICATED: ErrorReason
 ERROR_REASON_SERVER_DRAINING: ErrorReason
+ERROR_REASON_DATASET_UPLOAD_INCOMPLETE: ErrorReason
 
 class EvalError(_message.Message):
     __slots__ = ("category", "reason", "message", "retryable", "http_equivalent", "metadata")

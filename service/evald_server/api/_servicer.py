@@ -24,6 +24,7 @@ from evald_server.api._handlers import server_stream, unary
 from evald_server.app import DatasetRef, Evald
 from evald_server.config import ServerConfig
 from evald_server.domain import (
+    DatasetInvalid,
     ErrorCategory,
     ErrorReason,
     EvaldError,
@@ -91,9 +92,9 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
     async def ListModels(
         self, request: service_pb2.ListModelsRequest, context: Context, tenant: str
     ) -> service_pb2.ListModelsResponse:
-        return service_pb2.ListModelsResponse(
-            models=[model_to_proto(m) for m in self.app.list_models()]
-        )
+        # The contract lists them sorted by model_id; the config keeps its own order.
+        models = sorted(self.app.list_models(), key=lambda m: m.model_id)
+        return service_pb2.ListModelsResponse(models=[model_to_proto(m) for m in models])
 
     @unary
     async def UploadDataset(
@@ -111,8 +112,10 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
                 field_violations=(FieldViolation("header", "must come first"),),
             )
         header = header_from_proto(first.header)
+        expected = first.header.content_length if first.header.HasField("content_length") else None
 
         async def chunks() -> AsyncIterator[bytes]:
+            received = 0
             async for message in request_iterator:
                 if message.WhichOneof("content") != "chunk":
                     raise InvalidArgument(
@@ -121,7 +124,16 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
                         metadata={"field": "header"},
                         field_violations=(FieldViolation("header", "only in the first message"),),
                     )
+                received += len(message.chunk)
                 yield message.chunk
+            # grpc.aio ends the stream cleanly when a client is cut off mid-upload; only
+            # the declared length tells a complete upload from a truncated one.
+            if expected is not None and received != expected:
+                raise DatasetInvalid(
+                    ErrorReason.DATASET_UPLOAD_INCOMPLETE,
+                    f"received {received} of the {expected} bytes the header announced",
+                    metadata={"expectedBytes": expected, "receivedBytes": received},
+                )
 
         try:
             dataset, created = await self.app.upload_dataset(tenant, header, chunks())

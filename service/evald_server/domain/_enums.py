@@ -118,6 +118,7 @@ class ErrorReason(StrEnum):
     DATASET_NOT_FOUND = "dataset_not_found"
     DATASET_VERSION_NOT_FOUND = "dataset_version_not_found"
     DATASET_VERSION_CONFLICT = "dataset_version_conflict"
+    DATASET_UPLOAD_INCOMPLETE = "dataset_upload_incomplete"
     # MODEL_PROVIDER_ERROR
     PROVIDER_RATE_LIMITED = "provider_rate_limited"
     PROVIDER_TIMEOUT = "provider_timeout"

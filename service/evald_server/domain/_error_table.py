@@ -34,6 +34,7 @@ ERROR_TABLE: dict[ErrorReason, ErrorMapping] = {
     _R.DATASET_NOT_FOUND: ErrorMapping(_C.DATASET_INVALID, "NOT_FOUND", 404, False),
     _R.DATASET_VERSION_NOT_FOUND: ErrorMapping(_C.DATASET_INVALID, "NOT_FOUND", 404, False),
     _R.DATASET_VERSION_CONFLICT: ErrorMapping(_C.DATASET_INVALID, "ALREADY_EXISTS", 409, False),
+    _R.DATASET_UPLOAD_INCOMPLETE: ErrorMapping(_C.DATASET_INVALID, "INVALID_ARGUMENT", 400, False),
     # The provider failed; transient ones are retried by the engine.
     _R.PROVIDER_RATE_LIMITED: ErrorMapping(_C.MODEL_PROVIDER_ERROR, "UNAVAILABLE", 502, True),
     _R.PROVIDER_TIMEOUT: ErrorMapping(_C.MODEL_PROVIDER_ERROR, "DEADLINE_EXCEEDED", 502, True),
