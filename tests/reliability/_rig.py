@@ -25,6 +25,7 @@ from tests.reliability._support import (
     fake_model,
     kill,
     orphans_after,
+    release,
     server_config,
     start_server,
     succeeded_keys,
@@ -43,7 +44,7 @@ class Crash:
     finished: set[str]  # subtasks stored as succeeded (their provider request keys)
     journal_boundary: int  # the fake's request count: later requests came after the kill
     children: list[int]  # the dead server's scoring workers
-    time: float  # Unix time of the kill
+    time: float  # Unix time of the kill (or of the SIGTERM)
 
 
 @dataclass
@@ -77,6 +78,14 @@ class Rig:
         kill(self.server)
         boundary = (await self.fake.control.stats())["requests"]
         return Crash(succeeded_keys(self.db), boundary, children, killed_at)
+
+    async def terminate(self) -> tuple[int, Crash]:
+        """SIGTERM the current server and wait for its drain; (exit code, what is left)."""
+        signalled_at = time.time()
+        code = await anyio.to_thread.run_sync(self.server.terminate)
+        release(self.server)
+        boundary = (await self.fake.control.stats())["requests"]
+        return code, Crash(succeeded_keys(self.db), boundary, [], signalled_at)
 
     async def finish(self, run_id: str, *, timeout_s: float = 90.0) -> Run:
         async with self.client() as client:

@@ -26,7 +26,6 @@ from tests.harness import LISTENING, ServerProcess, _readline_within, config_dat
 
 COUNTERS = ("pending", "running", "succeeded", "failed", "failed_permanent", "cancelled")
 TERMINAL = frozenset({"succeeded", "failed_permanent", "cancelled"})
-FAST_BACKOFF = {"max_retries": 3, "backoff_s": [0.05], "jitter": 0.0}
 
 
 def fake_model(base_url: str, model_id: str = "fake", **fields: Any) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""SIGTERM mid-run: the server drains (in-flight calls aborted and put back, every
+outcome received written), exits 0; restarted on the same store it completes the run
+without asking the provider again for anything the store had as finished.
+
+By design the drain aborts calls in flight at the SIGTERM (DESIGN §3, "Resume"): an
+answer the fake had already sent for one of them may be dropped and asked for again
+after the restart; the journal check allows exactly those (answered around the
+SIGTERM, never stored as succeeded).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from tests.reliability._rig import rig
+from tests.reliability._support import classification_records, query, wait_until
+
+pytestmark = pytest.mark.anyio
+
+RECORDS = 300
+
+
+async def test_sigterm_mid_run_then_restart_loses_nothing(tmp_path: Path) -> None:
+    async with rig(tmp_path, latency_ms=20.0, max_concurrency=8) as the_rig:
+        address = await the_rig.start()
+        async with the_rig.client(address) as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(RECORDS),
+            )
+            run = await client.create_run(models=["fake"], datasets=[("reviews", "1.0.0")])
+
+        async def a_third_answered() -> bool:
+            stats = await the_rig.fake.control.stats()
+            return int(stats["outcomes"].get("ok", 0)) >= RECORDS // 3
+
+        await wait_until(a_third_answered, timeout_s=60)
+        code, drained = await the_rig.terminate()
+        assert code == 0
+        assert "draining" in the_rig.server.stderr()
+        assert 0 < len(drained.finished) < RECORDS
+        # The drain put every in-flight subtask back: nothing is left 'running'.
+        states = dict(
+            query(
+                the_rig.db,
+                "SELECT state, COUNT(*) FROM subtasks WHERE run_id = ? GROUP BY state",
+                (run.run_id,),
+            )
+        )
+        assert set(states) <= {"pending", "succeeded"}, states
+        assert states["succeeded"] == len(drained.finished)
+        # Every answer the fake gave well before the SIGTERM is in the store.
+        answered_before = {
+            e.key
+            for e in await the_rig.fake.control.journal()
+            if e.outcome == "ok" and e.finished_at and e.finished_at < drained.time - 1.0
+        }
+        assert answered_before <= drained.finished
+
+        await the_rig.start()
+        final = await the_rig.finish(run.run_id)
+        assert final.state.value == "succeeded"
+        the_rig.assert_complete(run.run_id, RECORDS)
+        await the_rig.assert_no_finished_work_repeated(drained)
