@@ -54,8 +54,8 @@ class SimulatedModel:
 
 DEMO_MODELS = (
     SimulatedModel("sim-large", accuracy=0.9, latency_ms=300.0, fault_rate=0.0),
-    SimulatedModel("sim-medium", accuracy=0.7, latency_ms=120.0, fault_rate=0.0),
-    SimulatedModel("sim-small", accuracy=0.5, latency_ms=40.0, fault_rate=0.0),
+    SimulatedModel("sim-medium", accuracy=0.7, latency_ms=120.0, fault_rate=0.02),
+    SimulatedModel("sim-small", accuracy=0.5, latency_ms=40.0, fault_rate=0.05),
 )
 
 
