@@ -255,11 +255,6 @@ async def test_watch_cursor_outside_the_log(address: str) -> None:
         assert_reason(failure, INVALID, "INVALID_ARGUMENT", lastSeq=str(run.last_seq))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/_runs.py RunService.create raises INVALID_ARGUMENT for a request_id over 128 "
-    "characters without field_violations or metadata 'field', so no BadRequest names request_id",
-)
 async def test_request_id_too_long_names_the_field(address: str) -> None:
     async with raw_stub(address) as stub:
         failure = await fails(stub.CreateRun(create(spec(), request_id="r" * 129)))
