@@ -108,7 +108,7 @@ async def raw_stub(address: str) -> AsyncIterator[service_pb2_grpc.EvaluationSer
 def header(
     name: str,
     version: str = "1.0.0",
-    task_type: int = enums_pb2.TASK_TYPE_CLASSIFICATION,
+    task_type: enums_pb2.TaskType = enums_pb2.TASK_TYPE_CLASSIFICATION,
     *,
     prompt_template: str | None = None,
 ) -> service_pb2.UploadDatasetRequest:

@@ -4,7 +4,7 @@ field is wrong."""
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -233,7 +233,9 @@ async def test_page_size_and_page_token(address: str) -> None:
         assert_reason(failure, INVALID, "PAGE_TOKEN_INVALID")
 
         # An enum value this server does not know names its field.
-        failure = await fails(stub.ListRuns(service_pb2.ListRunsRequest(states=[99])))
+        failure = await fails(
+            stub.ListRuns(service_pb2.ListRunsRequest(states=[cast(enums_pb2.RunState, 99)]))
+        )
         assert_reason(failure, INVALID, "INVALID_ARGUMENT")
         assert "states" in failure.violations
 

@@ -178,8 +178,9 @@ async def test_sigterm_drains_then_a_restart_finishes_the_run(tmp_path: Path) ->
         )
         await _in_thread(lambda: lock.execute("BEGIN IMMEDIATE"))
         try:
-            assert server.process is not None
-            server.process.send_signal(signal.SIGTERM)
+            process = server.process
+            assert process is not None
+            process.send_signal(signal.SIGTERM)
 
             async def not_serving() -> bool:
                 return await health_status(address) == "NOT_SERVING"
@@ -193,7 +194,7 @@ async def test_sigterm_drains_then_a_restart_finishes_the_run(tmp_path: Path) ->
         finally:
             lock.execute("ROLLBACK")
             lock.close()
-        assert await _in_thread(lambda: server.process.wait(timeout=30) == 0)
+        assert await _in_thread(lambda: process.wait(timeout=30) == 0)
         assert "Traceback" not in server.stderr()
     finally:
         server.kill()

@@ -5,7 +5,7 @@ idempotent for the same content and a conflict for other content."""
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -59,7 +59,7 @@ def pieces(data: bytes, size: int = 7) -> list[service_pb2.UploadDatasetRequest]
 Messages = Callable[[str], list[service_pb2.UploadDatasetRequest]]
 
 
-def records(task_type: int, body: bytes) -> Messages:
+def records(task_type: enums_pb2.TaskType, body: bytes) -> Messages:
     return lambda name: [header(name, task_type=task_type), *pieces(body)]
 
 
@@ -194,7 +194,7 @@ BAD_UPLOADS: dict[str, Bad] = {
         violation="header.task_type",
     ),
     "unknown_task_type_number": Bad(
-        lambda name: [header(name, task_type=99), chunk(GOOD_CLS)],
+        lambda name: [header(name, task_type=cast(enums_pb2.TaskType, 99)), chunk(GOOD_CLS)],
         "DATASET_HEADER_INVALID",
         field="header.task_type",
         violation="header.task_type",
