@@ -8,11 +8,11 @@ has committed.
 """
 
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from evald_server.store import CompletionReport, Store, SubtaskOutcome
 
@@ -20,6 +20,9 @@ OnCommitted = Callable[[Sequence[SubtaskOutcome], CompletionReport], Awaitable[N
 
 
 class Committer:
+    """Batches outcomes into store transactions. The buffer is bounded: ``submit`` waits
+    while ``4 × max_batch`` outcomes are waiting to be written."""
+
     def __init__(
         self,
         store: Store,
@@ -32,47 +35,56 @@ class Committer:
         self._on_committed = on_committed
         self._max_batch = max_batch
         self._max_delay_s = max_delay_s
-        send, receive = anyio.create_memory_object_stream[SubtaskOutcome](4 * max_batch)
-        self._send: MemoryObjectSendStream[SubtaskOutcome] = send
-        self._receive: MemoryObjectReceiveStream[SubtaskOutcome] = receive
-        self._full = anyio.Event()
+        self._bound = 4 * max_batch
+        self._buffer: deque[SubtaskOutcome] = deque()
+        self._arrived = anyio.Event()  # the buffer went from empty to not empty
+        self._full = anyio.Event()  # a whole batch is waiting
+        self._space = anyio.Event()  # the buffer dropped below its bound
+        self._closed = False
         self.batches = 0
         self.committed = 0
 
     async def submit(self, outcome: SubtaskOutcome) -> None:
-        await self._send.send(outcome)
-        if self._send.statistics().current_buffer_used >= self._max_batch:
+        # A plain deque: no checkpoint on the way in, which is every model call's path.
+        while len(self._buffer) >= self._bound:
+            await self._space.wait()
+        if self._closed:
+            raise RuntimeError("the committer is closed")
+        self._buffer.append(outcome)
+        if len(self._buffer) == 1:
+            self._arrived.set()
+        elif len(self._buffer) >= self._max_batch:
             self._full.set()
 
     async def close(self) -> None:
         """No more outcomes: ``run`` writes what is buffered and returns."""
-        await self._send.aclose()
+        self._closed = True
+        self._arrived.set()
         self._full.set()
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         task_status.started()
-        async with self._receive:
-            while True:
-                try:
-                    first = await self._receive.receive()
-                except anyio.EndOfStream:
+        while True:
+            if not self._buffer:
+                if self._closed:
                     return
-                # Let the batch fill for up to max_delay_s (one timer per batch, not
-                # per outcome); a full batch, or closing, cuts the wait short.
-                if self._receive.statistics().current_buffer_used + 1 < self._max_batch:
-                    self._full = anyio.Event()
-                    with anyio.move_on_after(self._max_delay_s):
-                        await self._full.wait()
-                batch = [first]
-                while len(batch) < self._max_batch:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                with anyio.CancelScope(shield=True):
-                    await self._flush(batch)
+                self._arrived = anyio.Event()
+                await self._arrived.wait()
+                continue
+            # Let the batch fill for up to max_delay_s (one timer per batch, not per
+            # outcome); a full batch, or closing, cuts the wait short.
+            if len(self._buffer) < self._max_batch and not self._closed:
+                self._full = anyio.Event()
+                with anyio.move_on_after(self._max_delay_s):
+                    await self._full.wait()
+            count = min(len(self._buffer), self._max_batch)
+            batch = [self._buffer.popleft() for _ in range(count)]
+            self._space.set()  # wakes every waiting submitter; later ones wait anew
+            self._space = anyio.Event()
+            with anyio.CancelScope(shield=True):
+                await self._flush(batch)
 
     async def _flush(self, batch: list[SubtaskOutcome]) -> None:
         report = await self._store.complete(batch, time.time())

@@ -6,6 +6,7 @@ under this owner: a row that a cancel or a restart took back is never overwritte
 """
 
 import sqlite3
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 from evald_server.domain import RunState, SubtaskState, TaskState
@@ -119,6 +120,9 @@ _TARGET = {
     OutcomeKind.RELEASED: _S.PENDING,
 }
 
+_TARGET_VALUE = {kind: state.value for kind, state in _TARGET.items()}
+_TERMINAL = frozenset(s for s in _S if s.is_terminal)
+
 _UPDATE_OUTCOME = (
     "UPDATE subtasks SET state = ?, owner = NULL, updated_at = ?, "
     "attempt = attempt + ?, requests = requests + ?, rate_limited = rate_limited + ?, "
@@ -159,7 +163,7 @@ def complete(
                 [*(o.row_id for o in outcomes), owner],
             )
         }
-        deltas = CounterDeltas()
+        moved: defaultdict[tuple[str, str, SubtaskState], int] = defaultdict(int)
         retries: list[RetryScheduled] = []
         completed: dict[str, int] = {}
         failures: list[SubtaskOutcome] = []
@@ -175,7 +179,7 @@ def complete(
             error = error_json(outcome.error)
             updates.append(
                 (
-                    target.value,
+                    _TARGET_VALUE[kind],
                     now,
                     int(spent),
                     int(outcome.attempted),
@@ -192,8 +196,8 @@ def complete(
                     outcome.row_id,
                 )
             )
-            deltas.move(outcome.run_id, outcome.task_id, _S.RUNNING, target)
-            if target.is_terminal:
+            moved[outcome.run_id, outcome.task_id, target] += 1
+            if target in _TERMINAL:
                 completed[outcome.run_id] = completed.get(outcome.run_id, 0) + 1
             if kind is OutcomeKind.RETRY and outcome.next_attempt_at is not None:
                 retries.append(
@@ -202,6 +206,9 @@ def complete(
             if kind is OutcomeKind.FAILED_PERMANENT and outcome.error is not None:
                 failures.append(outcome)
         conn.executemany(_UPDATE_OUTCOME, updates)
+        deltas = CounterDeltas()
+        for (run_id, task_id, target), count in moved.items():
+            deltas.move(run_id, task_id, _S.RUNNING, target, count)
         events = [(o.run_id, _failure_event(conn, o, now)) for o in failures]
         applied = len(updates)
         deltas.apply(conn)
