@@ -37,13 +37,17 @@ class ServerDraining(EvaldError):
 S = TypeVar("S", bound=ServingState)
 
 
+def server_draining() -> ServerDraining:
+    return ServerDraining(
+        ErrorReason.SERVER_DRAINING,
+        "the server is draining; retry on another replica",
+        retry_after_s=1.0,
+    )
+
+
 def _admit(servicer: ServingState, context: grpc.aio.ServicerContext[Any, Any]) -> str:
     if servicer.draining:
-        raise ServerDraining(
-            ErrorReason.SERVER_DRAINING,
-            "the server is draining; retry on another replica",
-            retry_after_s=1.0,
-        )
+        raise server_draining()
     return servicer.authenticator.tenant_for(tuple(context.invocation_metadata() or ()))
 
 
@@ -96,4 +100,4 @@ def server_stream(
     return handler
 
 
-__all__ = ["ServerDraining", "ServingState", "server_stream", "unary"]
+__all__ = ["ServerDraining", "ServingState", "server_draining", "server_stream", "unary"]

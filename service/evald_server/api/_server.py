@@ -95,7 +95,7 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None 
                     break
         finally:
             with anyio.CancelScope(shield=True):
-                servicer.draining = True
+                servicer.begin_drain()
                 await health_servicer.enter_graceful_shutdown()
                 await app.drain()
                 await server.stop(config.server.grace_s)

@@ -7,6 +7,8 @@ every decision happen in the application layer (``evald_server.app``).
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
+import anyio
+
 from evald.v1 import service_pb2, service_pb2_grpc
 from evald_server.api._auth import TokenAuthenticator
 from evald_server.api._convert_app import (
@@ -20,8 +22,8 @@ from evald_server.api._convert_app import (
 )
 from evald_server.api._convert_enums import from_proto_enum
 from evald_server.api._convert_results import evaluation_to_proto
-from evald_server.api._handlers import server_stream, unary
-from evald_server.app import DatasetRef, Evald
+from evald_server.api._handlers import server_draining, server_stream, unary
+from evald_server.app import DatasetRef, Evald, RunEvent
 from evald_server.config import ServerConfig
 from evald_server.domain import (
     DatasetInvalid,
@@ -85,6 +87,26 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
         self.authenticator = authenticator
         self.config = config
         self.draining = False
+        self._watch_waits: set[anyio.CancelScope] = set()
+
+    def begin_drain(self) -> None:
+        """Refuse new calls, and end open watches with SERVER_DRAINING: a live run's watch
+        never ends by itself, and its client should resume elsewhere, not wait out the
+        grace period and then lose the stream without a status."""
+        self.draining = True
+        for scope in tuple(self._watch_waits):
+            scope.cancel()
+
+    async def _next_event(self, events: AsyncIterator[RunEvent]) -> RunEvent | None:
+        """The next event, None at the end; ``ServerDraining`` once the drain begins."""
+        with anyio.CancelScope() as scope:
+            if not self.draining:
+                self._watch_waits.add(scope)
+                try:
+                    return await anext(events, None)
+                finally:
+                    self._watch_waits.discard(scope)
+        raise server_draining()
 
     # -- models and datasets -------------------------------------------------------------
 
@@ -237,7 +259,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
             tenant, _required(request.run_id, "run_id"), request.after_seq
         )
         last_terminal: int | None = None
-        async for event in events:
+        while (event := await self._next_event(events)) is not None:
             completed = 0
             if event.kind is EventKind.PROGRESS and event.progress is not None:
                 terminal = event.progress.counters.terminal
