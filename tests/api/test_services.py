@@ -1,10 +1,7 @@
-"""The standard services beside evald.v1: health, reflection (as Python's reflection
-client and ``buf curl`` use it), ListModels as the contract shapes it, and the drain on
-SIGTERM (NOT_SERVING, new calls refused with SERVER_DRAINING, exit 0, nothing lost)."""
+"""The standard services beside evald.v1: health and reflection (as Python's reflection
+client and ``buf curl`` use it), and ListModels as the contract shapes it."""
 
 import json
-import signal
-import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -18,19 +15,14 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 from evald.v1 import service_pb2, service_pb2_grpc
-from evald_client import AsyncEvaldClient, RunState, SubtaskState
-from evald_server.config import parse_config
+from evald_client import AsyncEvaldClient
 from tests.api._support import (
-    assert_reason,
     classification,
-    fails,
     health_status,
-    raw_stub,
     reflected_services,
     simulated,
-    wait_for,
 )
-from tests.harness import ServerProcess, config_data, make_config, running_server, write_config
+from tests.harness import make_config, running_server
 
 SERVICE = "evald.v1.EvaluationService"
 RPCS = [
@@ -145,74 +137,3 @@ async def test_buf_curl_lists_calls_and_watches_through_reflection(address: str)
     events = [e["event"] for e in json.loads("[" + streamed.replace("}\n{", "},\n{") + "]")]
     assert [int(e["seq"]) for e in events] == list(range(1, final.last_seq + 1))
     assert events[-1]["stateChanged"]["state"] == "RUN_STATE_SUCCEEDED"
-
-
-@pytest.mark.anyio
-async def test_sigterm_drains_then_a_restart_finishes_the_run(tmp_path: Path) -> None:
-    records = 10
-    data = config_data(tmp_path, models=[simulated("sim-200ms", latency_ms=200, max_concurrency=2)])
-    server = ServerProcess(write_config(tmp_path, data))
-    address = await _in_thread(server.start)
-    try:
-        async with AsyncEvaldClient(address) as client:
-            await client.upload_dataset(
-                name="drain",
-                version="1.0.0",
-                task_type="classification",
-                records=classification(records),
-            )
-            run = await client.create_run(models=["sim-200ms"], datasets=[("drain", "1.0.0")])
-
-            async def some_finished() -> bool:
-                return (await client.get_run(run.run_id)).progress.counts.succeeded >= 2
-
-            await wait_for(some_finished)
-            done_before = {
-                s.subtask_id: s
-                async for s in client.samples(run.run_id, state=SubtaskState.SUCCEEDED)
-            }
-        # A writer holds the store's lock, so the drain's last write waits for it and the
-        # draining server stays observable; the lock is released once that is checked.
-        lock = sqlite3.connect(
-            tmp_path / "evald.sqlite3", isolation_level=None, timeout=30, check_same_thread=False
-        )
-        await _in_thread(lambda: lock.execute("BEGIN IMMEDIATE"))
-        try:
-            process = server.process
-            assert process is not None
-            process.send_signal(signal.SIGTERM)
-
-            async def not_serving() -> bool:
-                return await health_status(address) == "NOT_SERVING"
-
-            await wait_for(not_serving)
-            async with raw_stub(address) as stub:
-                refused = await fails(stub.GetRun(service_pb2.GetRunRequest(run_id=run.run_id)))
-            assert_reason(refused, grpc.StatusCode.UNAVAILABLE, "SERVER_DRAINING")
-            assert refused.retry_delay_s is not None
-            assert refused.retry_delay_s > 0
-        finally:
-            lock.execute("ROLLBACK")
-            lock.close()
-        assert await _in_thread(lambda: process.wait(timeout=30) == 0)
-        assert "Traceback" not in server.stderr()
-    finally:
-        server.kill()
-        if server.process is not None and server.process.stdout is not None:
-            server.process.stdout.close()
-
-    # The restart (in process this time) resumes the run on the same store.
-    async with running_server(parse_config(data)) as address, AsyncEvaldClient(address) as client:
-        final = await client.wait(run.run_id, timeout_s=60)
-        assert final.state is RunState.SUCCEEDED
-        assert final.progress.counts.succeeded == records
-        after = {s.subtask_id: s async for s in client.samples(run.run_id)}
-        for subtask_id, before in done_before.items():
-            kept = after[subtask_id]
-            assert (kept.state, kept.output, kept.attempts) == (
-                SubtaskState.SUCCEEDED,
-                before.output,
-                before.attempts,
-            ), "finished work is kept, not redone"
-        (result,) = await client.results(run.run_id)
-        assert result.execution.samples_succeeded == records
