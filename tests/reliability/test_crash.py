@@ -7,6 +7,7 @@ store had as succeeded, and only calls in flight at the kill were answered twice
 (none at all where nothing was in flight); the dead server's scoring workers exit.
 """
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +16,14 @@ import grpc
 import pytest
 
 from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
-from evald_client import Progress, RunEvent, StateChanged, TaskScored, Unavailable
+from evald_client import (
+    Progress,
+    RetryPolicy,
+    RunEvent,
+    StateChanged,
+    TaskScored,
+    Unavailable,
+)
 from tests.reliability._rig import Rig, rig
 from tests.reliability._support import (
     classification_records,
@@ -29,6 +37,7 @@ pytestmark = pytest.mark.anyio
 
 RECORDS = 300
 CONCURRENCY = 8
+CLASSIFICATION = enums_pb2.TASK_TYPE_CLASSIFICATION
 KINDS = {Progress: "progress", StateChanged: "run_state", TaskScored: "task_scored"}
 
 
@@ -76,7 +85,7 @@ async def test_kill_during_upload_stores_nothing_and_reupload_works(tmp_path: Pa
             header = dataset_pb2.UploadDatasetHeader(
                 name="reviews",
                 benchmark_version="1.0.0",
-                task_type=enums_pb2.TASK_TYPE_CLASSIFICATION,
+                task_type=CLASSIFICATION,
             )
             yield service_pb2.UploadDatasetRequest(header=header)
             for start in range(0, len(body) // 2, 4096):  # half the body, then stall
@@ -210,3 +219,78 @@ async def test_kill_while_a_watcher_streams(tmp_path: Path) -> None:
         await _finish_and_check(the_rig, run_id)
         await the_rig.assert_no_finished_work_repeated(crash)
         await the_rig.assert_orphans_exit(crash)
+
+
+@pytest.mark.slow
+async def test_kill_while_the_server_stores_a_large_upload(tmp_path: Path) -> None:
+    """The client has sent everything; the server is parsing or storing it when it dies.
+    Each time: the dataset is there whole, or not at all."""
+    records = 30_000
+    body = jsonl(classification_records(records))
+    async with rig(tmp_path, max_concurrency=CONCURRENCY) as the_rig:
+        for delay_s in (0.05, 0.3, 0.8, 1.5):
+            address = await the_rig.start()
+
+            async def requests() -> AsyncIterator[service_pb2.UploadDatasetRequest]:
+                header = dataset_pb2.UploadDatasetHeader(
+                    name="big", benchmark_version="1.0.0", task_type=CLASSIFICATION
+                )
+                yield service_pb2.UploadDatasetRequest(header=header)
+                for start in range(0, len(body), 2**20):
+                    yield service_pb2.UploadDatasetRequest(chunk=body[start : start + 2**20])
+
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = service_pb2_grpc.EvaluationServiceStub(channel)  # type: ignore[no-untyped-call]
+                call = stub.UploadDataset(requests(), timeout=60)
+                await anyio.sleep(delay_s)  # somewhere in parsing or storing
+                await the_rig.kill()
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await call
+            stored = query(the_rig.db, "SELECT record_count FROM datasets")
+            rows = query(the_rig.db, "SELECT COUNT(*) FROM dataset_records")
+            assert (stored, rows) in (([], [(0,)]), ([(records,)], [(records,)])), delay_s
+        address = await the_rig.start()
+        async with the_rig.client(address) as client:
+            dataset = await client.upload_dataset(
+                name="big",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(records),
+            )
+        assert dataset.record_count == records
+
+
+@pytest.mark.slow
+async def test_repeated_kills_under_provider_faults(tmp_path: Path) -> None:
+    """Three kills during one run whose provider also fails 15 % of the time."""
+    records = 400
+    faults = {"faults": [{"rate": 0.15, "behaviour": {"kind": "status", "status": 503}}]}
+    async with rig(tmp_path, max_concurrency=CONCURRENCY, fake_config=faults) as the_rig:
+        address = await the_rig.start()
+        async with the_rig.client(address) as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(records),
+            )
+            run = await client.create_run(
+                models=["fake"],
+                datasets=[("reviews", "1.0.0")],
+                retry_policy=RetryPolicy(max_retries=10, backoff_s=(0.05,), jitter_fraction=0.0),
+            )
+        crashes = []
+        for target in (80, 180, 280):
+
+            async def answered(target: int = target) -> bool:
+                return await _ok_answers(the_rig) >= target
+
+            await wait_until(answered, timeout_s=60)
+            crashes.append(await the_rig.kill())
+            await the_rig.start()
+        final = await the_rig.finish(run.run_id)
+        assert final.state.value == "succeeded"
+        the_rig.assert_complete(run.run_id, records)
+        await the_rig.assert_no_finished_work_repeated(*crashes)
+        for crash in crashes:
+            await the_rig.assert_orphans_exit(crash)
