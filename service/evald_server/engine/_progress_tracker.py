@@ -1,4 +1,5 @@
-"""Coalesced progress snapshots: at most one per run per second or per 50 completions.
+"""Coalesced progress snapshots: per run, one per second or per 50 completions, whichever
+comes first, and never more than five a second.
 
 The committer reports how many subtasks each batch finished per run; this tracker
 counts them and, off the hot path, appends a ``progress`` event (run totals read from
@@ -33,11 +34,13 @@ class ProgressTracker:
         *,
         every_s: float = 1.0,
         every_n: int = 50,
+        min_gap_s: float = 0.2,
     ) -> None:
         self._store = store
         self._publish = publish
         self._every_s = every_s
         self._every_n = every_n
+        self._min_gap_s = min_gap_s
         self._tallies: dict[str, _RunTally] = {}
         self._wake = anyio.Event()
         self.snapshots = 0
@@ -65,13 +68,15 @@ class ProgressTracker:
     ) -> None:
         task_status.started()
         while True:
-            with anyio.move_on_after(self._every_s / 2):
+            with anyio.move_on_after(self._min_gap_s):
                 await self._wake.wait()
             self._wake = anyio.Event()
             now = time.monotonic()
             for run_id, tally in list(self._tallies.items()):
                 elapsed = now - tally.last_snapshot
-                full = tally.since_snapshot >= self._every_n
+                # 50 completions or a second, whichever first, but never more than
+                # five a second: a fast run would otherwise write dozens a second.
+                full = tally.since_snapshot >= self._every_n and elapsed >= self._min_gap_s
                 stale = tally.since_snapshot > 0 and elapsed >= self._every_s
                 if full or stale or tally.forced:
                     await self._snapshot(run_id, tally, now)

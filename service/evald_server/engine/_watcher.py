@@ -26,7 +26,6 @@ from evald_server.domain import (
     EvalError,
     ResultStatus,
     RunState,
-    SubtaskState,
     TaskState,
     TaskType,
 )
@@ -41,7 +40,14 @@ from evald_server.engine._results import (
 )
 from evald_server.engine._spec import RunSpec
 from evald_server.scoring import ScoreReport, ScoringFailure, ScoringSample
-from evald_server.store import Counters, EventRow, SampleScoreRow, Store, TaskFinish
+from evald_server.store import (
+    Counters,
+    EventRow,
+    SampleScoreRow,
+    Store,
+    TaskFinish,
+    subtask_public_id,
+)
 
 _log = logging.getLogger(__name__)
 _PAGE = 2000
@@ -215,17 +221,17 @@ class Watcher:
         samples: list[ScoringSample] = []
         row_ids: dict[str, int] = {}
         compact = Compactor()
-        last: tuple[int, Any] = (-1, None)  # repeats of a record are adjacent: one copy
+        last: tuple[Any, Any] = (None, None)  # repeats share their record: one copy
         after = 0
         while True:
-            page = await self._store.task_subtasks(task_id, (SubtaskState.SUCCEEDED,), after, _PAGE)
+            page = await self._store.task_outputs(task_id, after, _PAGE)
             if not page:
                 return samples, row_ids
             for row in page:
-                subtask_id = row.subtask_id
+                subtask_id = subtask_public_id(task_id, row.record_idx, row.repeat_index)
                 row_ids[subtask_id] = row.row_id
-                if last[0] != row.record_idx:
-                    last = (row.record_idx, compact.value(row.fields))
+                if last[0] is not row.fields:
+                    last = (row.fields, compact.value(row.fields))
                 # input_text stays empty: the scorer shows the record's own input in its
                 # worst examples, and 100,000 rendered prompts would only cost memory.
                 samples.append(

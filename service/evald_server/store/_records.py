@@ -302,6 +302,18 @@ class SubtaskRow:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskOutput:
+    """A succeeded subtask as scoring needs it, and nothing more."""
+
+    row_id: int
+    record_idx: int
+    repeat_index: int
+    record_id: str
+    fields: Json  # shared by the repeats of one record within a page
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
 class SampleScoreRow:
     """Per-sample scores to store beside a subtask for ListSamples."""
 

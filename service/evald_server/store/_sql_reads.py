@@ -15,6 +15,7 @@ from evald_server.store._records import (
     ProfileInputs,
     RunRow,
     SubtaskRow,
+    TaskOutput,
     TaskRow,
 )
 from evald_server.store._sql_common import (
@@ -193,6 +194,28 @@ def _subtasks(
     sql += " ORDER BY s.row_id LIMIT ?"
     params.append(limit)
     return [_subtask_from(row) for row in conn.execute(sql, params).fetchall()]
+
+
+def task_outputs(
+    conn: sqlite3.Connection, task_id: str, after_row: int, limit: int
+) -> list[TaskOutput]:
+    """One page of a task's succeeded outputs with their records, in order. Lean on
+    purpose: scoring reads every output of a task, 100,000 of them for a large one."""
+    rows = conn.execute(
+        "SELECT s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output "
+        "FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+        "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
+        "WHERE s.task_id = ? AND s.row_id > ? AND s.state = 'succeeded' "
+        "ORDER BY s.row_id LIMIT ?",
+        (task_id, after_row, limit),
+    ).fetchall()
+    outputs = []
+    last_idx, last_fields = -1, {}
+    for row_id, idx, repeat, record_id, fields, output in rows:
+        if idx != last_idx:  # the repeats of a record are adjacent: decode it once
+            last_idx, last_fields = idx, dict(json.loads(fields))
+        outputs.append(TaskOutput(row_id, idx, repeat, record_id, last_fields, output or ""))
+    return outputs
 
 
 def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:

@@ -42,6 +42,7 @@ from evald_server.store._records import (
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
+    TaskOutput,
     TaskRow,
     TransitionReport,
 )
@@ -240,6 +241,9 @@ class SqliteStore:
         limit: int,
     ) -> list[SubtaskRow]:
         return await self._read(reads.run_subtasks, run_id, task_id, states, after_row, limit)
+
+    async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
+        return await self._read(reads.task_outputs, task_id, after_row, limit)
 
     async def profile_inputs(self, task_id: str) -> ProfileInputs:
         return await self._read(reads.profile_inputs, task_id)
