@@ -234,13 +234,6 @@ RUN_404 = ("NOT_FOUND", "RUN_NOT_FOUND")
 TOKEN = ("INVALID_ARGUMENT", "PAGE_TOKEN_INVALID")
 NOAUTH = ("UNAUTHENTICATED", "UNAUTHENTICATED")
 NESTED = b'{"id": "n", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b', "label": "pos"}\n'
-DECODE_BUG = (
-    "evald_server.api: a request that protobuf cannot parse (corrupt wire bytes, a string "
-    "field with invalid UTF-8) never reaches the servicer's error mapping: grpc.aio's "
-    "generated handler deserializer raises DecodeError and the client gets UNKNOWN with "
-    "the exception text and no ErrorInfo, instead of INVALID_ARGUMENT"
-)
-
 CASES: dict[str, tuple[Call, tuple[str, str]]] = {
     # Uploads: the stream's shape and the header.
     "upload-chunk-before-header": (
@@ -591,10 +584,7 @@ CASES: dict[str, tuple[Call, tuple[str, str]]] = {
     ),
     "upload-unknown-token": (upload(lines(record()), tenant="intruder"), NOAUTH),
 }
-XFAIL = {
-    "upload-header-invalid-utf8-on-the-wire": DECODE_BUG,
-    "get-run-corrupt-bytes": DECODE_BUG,
-}
+XFAIL: dict[str, str] = {}
 
 
 def test_the_corpus_is_large_enough() -> None:

@@ -13,8 +13,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 import grpc
 
 from evald_server.api._auth import TokenAuthenticator
+from evald_server.api._registration import UndecodableRequest
 from evald_server.api._status import internal_status, rpc_status_for, to_grpc_status
-from evald_server.domain import ErrorReason, EvaldError
+from evald_server.domain import ErrorReason, EvaldError, InvalidArgument
 
 log = logging.getLogger("evald.api")
 
@@ -45,6 +46,30 @@ def server_draining() -> ServerDraining:
     )
 
 
+def _undecodable(request: UndecodableRequest) -> InvalidArgument:
+    return InvalidArgument(
+        ErrorReason.INVALID_ARGUMENT,
+        f"the request is not a valid {request.message_type}: {request.problem}",
+        metadata={"messageType": request.message_type},
+    )
+
+
+def _decoded(request: Any) -> Any:
+    """The request, with undecodable messages (also inside a client stream) refused."""
+    if isinstance(request, UndecodableRequest):
+        raise _undecodable(request)
+    if hasattr(request, "__aiter__"):
+
+        async def checked() -> AsyncIterator[Any]:
+            async for message in request:
+                if isinstance(message, UndecodableRequest):
+                    raise _undecodable(message)
+                yield message
+
+        return checked()
+    return request
+
+
 def _admit(servicer: ServingState, context: grpc.aio.ServicerContext[Any, Any]) -> str:
     if servicer.draining:
         raise server_draining()
@@ -69,7 +94,7 @@ def unary(
     async def handler(self: S, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
         try:
             tenant = _admit(self, context)
-            return await method(self, request, context, tenant)
+            return await method(self, _decoded(request), context, tenant)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as error:  # the one place bugs become INTERNAL
@@ -90,7 +115,7 @@ def server_stream(
     ) -> AsyncIterator[Resp]:
         try:
             tenant = _admit(self, context)
-            async for response in method(self, request, context, tenant):
+            async for response in method(self, _decoded(request), context, tenant):
                 yield response
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise

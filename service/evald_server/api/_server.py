@@ -20,8 +20,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from evald.v1 import service_pb2, service_pb2_grpc
+from evald.v1 import service_pb2
 from evald_server.api._auth import TokenAuthenticator
+from evald_server.api._registration import add_evaluation_service
 from evald_server.api._servicer import EvaluationServicer
 from evald_server.app import Evald
 from evald_server.config import ConfigError, ServerConfig, ServerSection, load_config
@@ -81,7 +82,7 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None 
 
     async with Evald.open(config) as app:
         servicer = EvaluationServicer(app, TokenAuthenticator(config.auth), config)
-        service_pb2_grpc.add_EvaluationServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+        add_evaluation_service(servicer, server)
         await server.start()
         for name in ("", SERVICE_NAME):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
