@@ -164,13 +164,21 @@ class ServerProcess:
         """SIGTERM, then wait for the drain to finish; returns the exit code."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=timeout_s)
+        try:
+            return self.process.wait(timeout=timeout_s)
+        finally:
+            self._close_pipe()
 
     def kill(self) -> None:
         """SIGKILL: no drain, no flush — a crash."""
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=30)
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def _readline_within(process: subprocess.Popen[str], timeout_s: float) -> str:
