@@ -1,0 +1,584 @@
+"""End to end: the real gRPC server (its own process) and the SDK, on the fake provider
+(its own process), each figure beside its reference measured in the same invocation.
+
+    python -m bench.bench_e2e [--quick] [--repeats 3] [--skip-p3] [--peer-n 2500]
+
+* P1: N = 10,000 classification subtasks, one model, C = 100, fake latency 50 ms.
+  evald's wall is CreateRun → the last result reaching the watcher (the task scored).
+  References: a bare aiohttp worker loop on the same fake (``bench.bench_engine``'s;
+  target evald ≤ 1.15 × its wall; ideal ceil(N/C)·T = 5 s), and pydantic-evals
+  (``Dataset.evaluate(task, max_concurrency=100)``, the task an ``httpx.AsyncClient``
+  POST, an ``EqualsExpected`` evaluator; target evald ≥ 10 × faster). pydantic-evals
+  runs ``--peer-n`` cases and its wall is extrapolated linearly to N (it is CPU-bound:
+  its case rate does not depend on N); ``--peer-n 10000`` runs it at full size.
+* P3: one 100,000-subtask run (fake latency 0): peak RSS of the server process
+  (psutil, every 50 ms; its scoring workers reported apart). Target ≤ 150 MB. Each
+  repeat starts a fresh server on the store where the dataset was uploaded.
+* P4: progress latency, from the P1 runs: for the k-th answer the fake sent (its
+  journal's time), the time until the watcher received a progress snapshot counting
+  k succeeded. p50 and p99; target p99 ≤ 1.2 s.
+* P5: watch-evaluation overlap: 4 datasets (classification, qa, summarization,
+  generation; 2,500 records each) in one run: does the first task's result reach the
+  watcher before the last task's inference ends, and how much sooner the run ends
+  than inference-then-scoring would (Σ scoring times after the last answer).
+
+Every figure is the median of ``--repeats`` runs (``--quick``: 1). Prints a table and
+writes ``bench/results/e2e.json``.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import psutil
+from anyio.streams.buffered import BufferedByteReceiveStream
+from pydantic_evals import Case, Dataset
+from pydantic_evals.evaluators import EqualsExpected
+
+from bench.bench_engine import _bare_run  # the same reference loop as the engine bench
+from evald_client import AsyncEvaldClient, DatasetRef, Progress, TaskScored
+from evald_server.fake_provider import FakeControl, FakeProcess
+
+RESULTS = Path(__file__).parent / "results" / "e2e.json"
+LISTENING = "evald listening on "
+
+
+# -- the server as a child process ------------------------------------------------------------
+
+
+def _toml(db: Path, fake_url: str, concurrency: int, max_subtasks: int) -> str:
+    return f"""[server]
+listen = "127.0.0.1:0"
+grace_s = 2.0
+[store]
+url = "sqlite:///{db}"
+[limits]
+max_inflight = {max(256, concurrency)}
+max_subtasks_per_run = {max_subtasks}
+max_records_per_dataset = {max_subtasks}
+[[models]]
+id = "bench"
+provider = "openai"
+base_url = "{fake_url}"
+max_concurrency = {concurrency}
+timeout_s = 60.0
+"""
+
+
+def _write_config(where: Path, fake_url: str, concurrency: int, max_subtasks: int) -> Path:
+    where.mkdir(exist_ok=True)
+    config = where / "evald.toml"
+    config.write_text(_toml(where / "evald.sqlite3", fake_url, concurrency, max_subtasks))
+    return config
+
+
+@asynccontextmanager
+async def evald_server(
+    where: Path, fake_url: str, concurrency: int, max_subtasks: int
+) -> AsyncIterator[tuple[str, psutil.Process]]:
+    """``python -m evald_server.api`` with its config and store in ``where``; yields
+    (address, process). SIGTERM (a drain) on the way out."""
+    config = _write_config(where, fake_url, concurrency, max_subtasks)
+    with (where / "server.stderr").open("ab") as stderr:
+        command = [sys.executable, "-m", "evald_server.api", "--config", str(config)]
+        process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=stderr)
+    try:
+        assert process.stdout is not None
+        with anyio.fail_after(60):
+            line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 4096)
+        text = line.decode()
+        if not text.startswith(LISTENING):
+            raise RuntimeError(f"evald did not start: {text!r}; see {where / 'server.stderr'}")
+        yield text[len(LISTENING) :].strip(), psutil.Process(process.pid)
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                with anyio.move_on_after(30):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await process.aclose()
+
+
+def _records(n: int, task_type: str = "classification") -> list[dict[str, Any]]:
+    if task_type == "qa":
+        return [
+            {"id": f"q{i}", "question": f"What is item {i}?", "answers": [f"item {i}"]}
+            for i in range(n)
+        ]
+    if task_type == "summarization":
+        return [
+            {
+                "id": f"s{i}",
+                "document": f"Report {i}. " + "The committee met and agreed on a plan. " * 8,
+                "summary": f"The committee agreed on plan {i}.",
+            }
+            for i in range(n)
+        ]
+    if task_type == "generation":
+        return [{"id": f"g{i}", "input": f"Repeat: {i}", "reference": f"{i}"} for i in range(n)]
+    return [
+        {"id": f"r{i}", "input": f"review {i}", "label": "pos" if i % 2 else "neg"}
+        for i in range(n)
+    ]
+
+
+# -- one evald run, watched ----------------------------------------------------------------------
+
+
+def _cpu_s(process: psutil.Process) -> tuple[float, float]:
+    """CPU seconds so far of the server process and of its children (scoring workers)."""
+    own = process.cpu_times()
+    kids = 0.0
+    for child in process.children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:
+            continue
+        kids += times.user + times.system
+    return own.user + own.system, kids
+
+
+async def _evald_run(
+    client: AsyncEvaldClient,
+    fake: FakeControl,
+    datasets: Sequence[DatasetRef],
+    server: psutil.Process,
+) -> dict[str, Any]:
+    """CreateRun → terminal, with every progress snapshot and result timed on arrival."""
+    await fake.reset()
+    cpu_before = _cpu_s(server)
+    started = time.time()
+    run = await client.create_run(models=["bench"], datasets=list(datasets))
+    progress: list[tuple[float, int]] = []  # (received at, succeeded)
+    scored: list[tuple[float, str, float]] = []  # (received at, task_id, scoring time)
+    async for event in client.watch(run.run_id):
+        now = time.time()
+        if isinstance(event, Progress):
+            progress.append((now, event.progress.counts.succeeded))
+        elif isinstance(event, TaskScored):
+            result = event.result
+            scored.append((now, result.task_id, result.execution.scoring_time_s))
+    cpu_after = _cpu_s(server)
+    final = await client.get_run(run.run_id)
+    journal = [e for e in await fake.journal() if e.outcome == "ok" and e.finished_at]
+    stats = await fake.stats()
+    answered_at = sorted(e.finished_at for e in journal if e.finished_at is not None)
+    inference_end: dict[str, float] = {}
+    for entry in journal:
+        task_id = (entry.key or "").rsplit(".", 2)[0]
+        inference_end[task_id] = max(inference_end.get(task_id, 0.0), entry.finished_at or 0.0)
+    return {
+        "state": final.state.value,
+        "succeeded": final.progress.counts.succeeded,
+        "wall_s": scored[-1][0] - started,
+        "inference_wall_s": answered_at[-1] - started,
+        "watch_end_s": time.time() - started,
+        "fake_cpu_us_per_request": stats["cpu_per_request_us"],
+        "server_cpu_us_per_subtask": (cpu_after[0] - cpu_before[0]) / len(answered_at) * 1e6,
+        "scoring_workers_cpu_s": cpu_after[1] - cpu_before[1],
+        "fake_peak_concurrency": stats["peak_concurrency_all"],
+        "progress_latency_s": _progress_latency(answered_at, progress),
+        "scored": [(t - started, task, s) for t, task, s in scored],
+        "inference_end_s": {task: t - started for task, t in inference_end.items()},
+    }
+
+
+def _progress_latency(answered_at: list[float], progress: list[tuple[float, int]]) -> list[float]:
+    """For the k-th answer: when the first snapshot counting k succeeded arrived, minus
+    when the fake sent the answer."""
+    latencies = []
+    cursor = 0
+    for k, sent in enumerate(answered_at, start=1):
+        while cursor < len(progress) and progress[cursor][1] < k:
+            cursor += 1
+        if cursor == len(progress):
+            break  # counted only by the terminal state, not a snapshot
+        latencies.append(progress[cursor][0] - sent)
+    return latencies
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _median(values: Sequence[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+async def _warm_up(client: AsyncEvaldClient) -> None:
+    """One small scored run: a long-lived server has its scoring workers started."""
+    await client.upload_dataset(
+        name="warm-up", version="1.0.0", task_type="classification", records=_records(100)
+    )
+    run = await client.create_run(models=["bench"], datasets=[("warm-up", "1.0.0")])
+    await client.wait(run.run_id, timeout_s=120)
+
+
+# -- P1 and P4 ---------------------------------------------------------------------------------
+
+
+async def _pydantic_evals(url: str, n: int, concurrency: int) -> dict[str, float]:
+    async with httpx.AsyncClient(timeout=60.0) as http:
+
+        async def task(text: str) -> str:
+            body = {"model": "bench", "messages": [{"role": "user", "content": text}]}
+            response = await http.post(url, json=body)
+            response.raise_for_status()
+            return str(response.json()["choices"][0]["message"]["content"])
+
+        dataset = Dataset(
+            name="bench",
+            cases=[
+                Case(name=f"c{i}", inputs=f"review {i}", expected_output=f"review {i}")
+                for i in range(n)
+            ],
+            evaluators=[EqualsExpected()],
+        )
+        started = time.perf_counter()
+        report = await dataset.evaluate(task, max_concurrency=concurrency, progress=False)
+        wall = time.perf_counter() - started
+    assert not report.failures, report.failures[:3]
+    return {"n": n, "wall_s": wall, "cases_per_s": n / wall}
+
+
+async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    n, c = args.n, args.concurrency
+    await fake.control.configure(latency_ms=args.latency_ms)
+    url = fake.base_url + "/v1/chat/completions"
+    evald_runs, bare_runs, peer_runs = [], [], []
+    async with (
+        evald_server(tmp / "p1", fake.base_url, c, n) as (address, server),
+        AsyncEvaldClient(address, timeout_s=300) as client,
+    ):
+        await client.upload_dataset(
+            name="p1", version="1.0.0", task_type="classification", records=_records(n)
+        )
+        await _warm_up(client)
+        for _ in range(args.repeats):  # interleaved, so drift hits all three alike
+            evald_runs.append(
+                await _evald_run(client, fake.control, [DatasetRef("p1", "1.0.0")], server)
+            )
+            bare_runs.append(await _bare_run(url, n, c))
+            peer_runs.append(await _pydantic_evals(url, args.peer_n, c))
+    assert all(r["state"] == "succeeded" and r["succeeded"] == n for r in evald_runs)
+    evald_wall = _median([r["wall_s"] for r in evald_runs])
+    bare_wall = _median([r["wall_s"] for r in bare_runs])
+    peer_wall = _median([r["wall_s"] for r in peer_runs]) * n / args.peer_n
+    latencies = [[*r["progress_latency_s"]] for r in evald_runs]
+    return {
+        "n": n,
+        "concurrency": c,
+        "fake_latency_ms": args.latency_ms,
+        "ideal_wall_s": math.ceil(n / c) * args.latency_ms / 1000.0,
+        "evald_wall_s": evald_wall,
+        "evald_inference_wall_s": _median([r["inference_wall_s"] for r in evald_runs]),
+        "bare_aiohttp_wall_s": bare_wall,
+        "pydantic_evals_wall_s": round(peer_wall, 3),
+        "pydantic_evals_n": args.peer_n,
+        "pydantic_evals_extrapolated": args.peer_n != n,
+        "pydantic_evals_cases_per_s": _median([r["cases_per_s"] for r in peer_runs]),
+        "ratio_vs_bare": round(evald_wall / bare_wall, 3),
+        "inference_ratio_vs_bare": round(
+            _median([r["inference_wall_s"] for r in evald_runs]) / bare_wall, 3
+        ),
+        "server_cpu_us_per_subtask": _median([r["server_cpu_us_per_subtask"] for r in evald_runs]),
+        "bare_cpu_us_per_request": _median([r["cpu_us_per_req"] for r in bare_runs]),
+        "scoring_s": _median([r["scored"][-1][2] for r in evald_runs]),
+        "speedup_vs_pydantic_evals": round(peer_wall / evald_wall, 2),
+        "fake_cpu_us_per_request": _median([r["fake_cpu_us_per_request"] for r in evald_runs]),
+        "fake_peak_concurrency": [r["fake_peak_concurrency"] for r in evald_runs],
+        "P4": {
+            "p50_s": _median([_quantile(x, 0.5) for x in latencies]),
+            "p99_s": _median([_quantile(x, 0.99) for x in latencies]),
+            "max_s": _median([max(x) for x in latencies]),
+            "snapshots_measured": [len(x) for x in latencies],
+        },
+        "evald_runs": [
+            {k: v for k, v in r.items() if k != "progress_latency_s"} for r in evald_runs
+        ],
+        "bare_runs": bare_runs,
+        "pydantic_evals_runs": peer_runs,
+    }
+
+
+# -- P3 ---------------------------------------------------------------------------------------
+
+
+async def _sample_rss(process: psutil.Process, into: dict[str, float], stop: anyio.Event) -> None:
+    while not stop.is_set():
+        try:
+            rss = process.memory_info().rss / 2**20
+            kids = sum(k.memory_info().rss for k in process.children(recursive=True)) / 2**20
+        except psutil.Error:
+            return
+        into["server"] = max(into.get("server", 0.0), rss)
+        into["workers"] = max(into.get("workers", 0.0), kids)
+        with anyio.move_on_after(0.05):
+            await stop.wait()
+
+
+async def _p3(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    n = args.p3_n
+    await fake.control.configure(latency_ms=0)
+    where = tmp / "p3"
+    where.mkdir()
+    upload_peak: dict[str, float] = {}
+    async with evald_server(where, fake.base_url, args.concurrency, n) as (address, process):
+        stop = anyio.Event()
+        async with (
+            anyio.create_task_group() as tg,
+            AsyncEvaldClient(address, timeout_s=600) as client,
+        ):
+            tg.start_soon(_sample_rss, process, upload_peak, stop)
+            await client.upload_dataset(
+                name="p3", version="1.0.0", task_type="classification", records=_records(n)
+            )
+            stop.set()
+    runs = []
+    for _ in range(args.repeats):
+        peak: dict[str, float] = {}
+        async with evald_server(where, fake.base_url, args.concurrency, n) as (address, process):
+            stop = anyio.Event()
+            async with (
+                anyio.create_task_group() as tg,
+                AsyncEvaldClient(address, timeout_s=600) as client,
+            ):
+                tg.start_soon(_sample_rss, process, peak, stop)
+                started = time.perf_counter()
+                run = await client.create_run(models=["bench"], datasets=[("p3", "1.0.0")])
+                final = await client.wait(run.run_id, timeout_s=1800)
+                wall = time.perf_counter() - started
+                stop.set()
+        assert final.progress.counts.succeeded == n, final.progress.counts
+        runs.append(
+            {
+                "wall_s": round(wall, 2),
+                "peak_rss_mb": round(peak["server"], 1),
+                "workers_peak_rss_mb": round(peak.get("workers", 0.0), 1),
+            }
+        )
+    return {
+        "n": n,
+        "concurrency": args.concurrency,
+        "peak_rss_mb": _median([r["peak_rss_mb"] for r in runs]),
+        "wall_s": _median([r["wall_s"] for r in runs]),
+        "workers_peak_rss_mb": _median([r["workers_peak_rss_mb"] for r in runs]),
+        "upload_peak_rss_mb": round(upload_peak.get("server", 0.0), 1),
+        "runs": runs,
+    }
+
+
+# -- P5 ---------------------------------------------------------------------------------------
+
+
+async def _p5(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    per = args.p5_records
+    kinds = ("classification", "qa", "summarization", "generation")
+    await fake.control.configure(latency_ms=args.latency_ms)
+    runs = []
+    async with (
+        evald_server(tmp / "p5", fake.base_url, args.concurrency, 4 * per) as (address, server),
+        AsyncEvaldClient(address, timeout_s=300) as client,
+    ):
+        for kind in kinds:
+            await client.upload_dataset(
+                name=f"p5-{kind}", version="1.0.0", task_type=kind, records=_records(per, kind)
+            )
+        refs = [DatasetRef(f"p5-{kind}", "1.0.0") for kind in kinds]
+        await _warm_up(client)
+        for _ in range(args.repeats):
+            runs.append(await _evald_run(client, fake.control, refs, server))
+    rows = []
+    for r in runs:
+        first_result = r["scored"][0][0]
+        inference_end = max(r["inference_end_s"].values())
+        serial_end = inference_end + sum(s for _, _, s in r["scored"])  # score after all inference
+        rows.append(
+            {
+                "first_result_s": round(first_result, 3),
+                "last_inference_end_s": round(inference_end, 3),
+                "first_result_before_last_inference_end": first_result < inference_end,
+                "end_s": round(r["wall_s"], 3),
+                "serial_end_s": round(serial_end, 3),
+                "saved_s": round(serial_end - r["wall_s"], 3),
+                "scoring_s": {task: round(s, 3) for _, task, s in r["scored"]},
+            }
+        )
+    return {
+        "datasets": list(kinds),
+        "records_per_dataset": per,
+        "first_result_s": _median([x["first_result_s"] for x in rows]),
+        "last_inference_end_s": _median([x["last_inference_end_s"] for x in rows]),
+        "overlap": all(x["first_result_before_last_inference_end"] for x in rows),
+        "end_s": _median([x["end_s"] for x in rows]),
+        "serial_end_s": _median([x["serial_end_s"] for x in rows]),
+        "saved_s": _median([x["saved_s"] for x in rows]),
+        "runs": rows,
+    }
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="evald-e2e-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        fake_args = ("--port", "0", "--max-journal-entries", str(max(args.n, 4 * args.p5_records)))
+        async with FakeProcess(*fake_args, stderr=subprocess.DEVNULL) as fake:
+            p1 = await _p1(fake, args, tmp)
+            p5 = await _p5(fake, args, tmp)
+            p3 = None if args.skip_p3 else await _p3(fake, args, tmp)
+    verdict = {
+        "P1_vs_bare": p1["ratio_vs_bare"] <= 1.15,
+        "P1_vs_pydantic_evals": p1["speedup_vs_pydantic_evals"] >= 10,
+        "P3": None if p3 is None else p3["peak_rss_mb"] <= 150,
+        "P4": p1["P4"]["p99_s"] <= 1.2,
+        "P5": p5["overlap"],
+    }
+    return {
+        "benchmark": "end to end: gRPC server + SDK vs bare aiohttp and pydantic-evals",
+        "command": " ".join(["python -m bench.bench_e2e", *sys.argv[1:]]),
+        "repeats": args.repeats,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_avg_1m_before": round(load_before, 2),
+            "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        },
+        "fake": "separate process (python -m evald_server.fake_provider)",
+        "fake_cpu_us_per_request": p1["fake_cpu_us_per_request"],
+        "targets": {
+            "P1_vs_bare": "evald wall <= 1.15 x bare aiohttp wall",
+            "P1_vs_pydantic_evals": "evald >= 10 x faster than pydantic-evals",
+            "P3": "server peak RSS <= 150 MB",
+            "P4": "progress latency p99 <= 1.2 s",
+            "P5": "first result before the last task's inference ends",
+        },
+        "results": {"P1": p1, "P3": p3, "P5": p5},
+        "verdict": verdict,
+    }
+
+
+def _row(figure: str, evald: str, reference: str, ratio: str, target: str) -> str:
+    return f"{figure:36} {evald:>9} {reference:>9}  {ratio:>7}  {target}"
+
+
+def _table(report: dict[str, Any]) -> list[str]:
+    p1, p3, p5 = (report["results"][k] for k in ("P1", "P3", "P5"))
+    v = {k: "met" if ok else "-" if ok is None else "MISSED" for k, ok in report["verdict"].items()}
+    m = report["machine"]
+    n, c, t = p1["n"], p1["concurrency"], int(p1["fake_latency_ms"])
+    peer = f"{p1['pydantic_evals_n']} cases" + (
+        f", extrapolated to {n}" if p1["pydantic_evals_extrapolated"] else ""
+    )
+    rows = [
+        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_avg_1m_before']} before; "
+        f"median of {report['repeats']} run(s); fake CPU/request "
+        f"{report['fake_cpu_us_per_request']:.0f} µs (its own process)",
+        _row("figure", "evald", "reference", "ratio", "target"),
+        _row(
+            f"P1 wall s, N={n} C={c} T={t} ms",
+            f"{p1['evald_wall_s']:.2f}",
+            f"{p1['bare_aiohttp_wall_s']:.2f}",
+            f"{p1['ratio_vs_bare']:.2f}x",
+            f"<= 1.15x bare aiohttp (ideal {p1['ideal_wall_s']:.1f} s) {v['P1_vs_bare']}",
+        ),
+        _row(
+            "P1 of which inference (last answer) s",
+            f"{p1['evald_inference_wall_s']:.2f}",
+            f"{p1['bare_aiohttp_wall_s']:.2f}",
+            f"{p1['inference_ratio_vs_bare']:.2f}x",
+            f"then scoring {p1['scoring_s']:.2f} s; CPU/request: evald server "
+            f"{p1['server_cpu_us_per_subtask']:.0f} µs, "
+            f"bare loop {p1['bare_cpu_us_per_request']:.0f} µs",
+        ),
+        _row(
+            "P1 wall s vs pydantic-evals",
+            f"{p1['evald_wall_s']:.2f}",
+            f"{p1['pydantic_evals_wall_s']:.2f}",
+            f"{p1['speedup_vs_pydantic_evals']:.1f}x",
+            f">= 10x faster {v['P1_vs_pydantic_evals']} (pydantic-evals: {peer})",
+        ),
+        _row(
+            "P4 progress latency s, p50 / p99",
+            f"{p1['P4']['p50_s']:.3f}",
+            f"{p1['P4']['p99_s']:.3f}",
+            "",
+            f"p99 <= 1.2 s {v['P4']}",
+        ),
+        _row(
+            "P5 first result / last inference s",
+            f"{p5['first_result_s']:.2f}",
+            f"{p5['last_inference_end_s']:.2f}",
+            "",
+            f"first result before the last inference ends {v['P5']}",
+        ),
+        _row(
+            "P5 run end / score-after-all s",
+            f"{p5['end_s']:.2f}",
+            f"{p5['serial_end_s']:.2f}",
+            "",
+            f"saved {p5['saved_s']:.2f} s",
+        ),
+    ]
+    if p3 is not None:
+        rows.append(
+            _row(
+                f"P3 server peak RSS MB, N={p3['n']}",
+                f"{p3['peak_rss_mb']:.1f}",
+                "150",
+                "",
+                f"<= 150 MB {v['P3']} (run {p3['wall_s']:.0f} s; upload peak "
+                f"{p3['upload_peak_rss_mb']:.0f} MB; scoring workers "
+                f"{p3['workers_peak_rss_mb']:.0f} MB)",
+            )
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_e2e")
+    parser.add_argument("--quick", action="store_true", help="one run of each figure")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--peer-n", type=int, default=2_500, help="pydantic-evals cases per run")
+    parser.add_argument("--p3-n", type=int, default=100_000)
+    parser.add_argument("--p5-records", type=int, default=2_500)
+    parser.add_argument("--skip-p3", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
+    report = anyio.run(_main, args, backend="asyncio")
+    print("\n".join(_table(report)))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
