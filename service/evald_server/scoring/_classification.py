@@ -10,7 +10,9 @@ an unmapped output is wrong and flagged ``unmapped_output``.
   not given. An unmapped output is a false negative of its gold label and a false
   positive of none. Undefined precision / recall / F1 count as 0 (sklearn
   ``zero_division=0``).
-* The confusion matrix is omitted (empty) above ``CONFUSION_MAX_LABELS`` labels.
+* Above ``CONFUSION_MAX_LABELS`` labels the confusion matrix and ``unmapped_by_gold``
+  (its extra column, one proto row each) are both omitted (empty); ``per_class`` and
+  ``unmapped_outputs`` are always there.
 """
 
 from collections.abc import Mapping, Sequence
@@ -124,10 +126,11 @@ class ClassificationScorer(BaseScorer):
             }
 
         confusion: tuple[tuple[int, ...], ...] = ()
+        unmapped_by_gold: tuple[int, ...] = ()
         if n_labels <= CONFUSION_MAX_LABELS:
             cells = np.bincount(gold[mapped] * n_labels + pred[mapped], minlength=n_labels**2)
             confusion = tuple(tuple(row) for row in cells.reshape(n_labels, n_labels).tolist())
-        unmapped_by_gold = np.bincount(gold[~mapped], minlength=n_labels)
+            unmapped_by_gold = tuple(np.bincount(gold[~mapped], minlength=n_labels).tolist())
         per_class = tuple(
             ClassMetrics(label, float(p), float(r), float(f), int(s))
             for label, p, r, f, s in zip(
@@ -139,7 +142,7 @@ class ClassificationScorer(BaseScorer):
             return ClassificationPayload(
                 labels=labels,
                 confusion=confusion,
-                unmapped_by_gold=tuple(unmapped_by_gold.tolist()),
+                unmapped_by_gold=unmapped_by_gold,
                 per_class=per_class,
                 unmapped_outputs=int((~mapped).sum()),
                 worst_examples=worst,

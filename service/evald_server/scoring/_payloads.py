@@ -29,7 +29,9 @@ class ClassificationPayload:
     # Row = gold, column = predicted, both in ``labels`` order. Empty when there are
     # more labels than the confusion cap (the matrix would be quadratic in size).
     confusion: tuple[tuple[int, ...], ...]
-    unmapped_by_gold: tuple[int, ...]  # outputs mapped to no label, per gold label
+    # Outputs mapped to no label, per gold label (the matrix's extra column; empty
+    # exactly when ``confusion`` is).
+    unmapped_by_gold: tuple[int, ...]
     per_class: tuple[ClassMetrics, ...]
     unmapped_outputs: int
     worst_examples: tuple[WorstExample, ...]
