@@ -6,8 +6,11 @@
   ≤ 1.15 × the bare loop's wall (ideal ceil(N/C)·T = 5 s).
 * P2: fake latency 0, C = 64. Target: engine req/s ≥ 0.7 × the bare loop's req/s.
 * P3: a 100,000-subtask run at latency 0 in a child process whose RSS is sampled
-  (psutil, every 50 ms). Target: peak RSS ≤ 150 MB. The dataset is uploaded by an
-  earlier child (as on a server where it was uploaded before the run).
+  (psutil, every 50 ms), per phase (create, inference, scoring). Target: peak RSS
+  ≤ 150 MB. P3 is the worst case, one model on a 100,000-record dataset (one task of
+  100,000 samples to score at once); P3b spreads the same 100,000 subtasks over five
+  models (5 tasks of 20,000). Each dataset is uploaded by an earlier child (as on a
+  server where it was uploaded before the run), whose peak is reported too.
 
 The fake runs as its own process (its own core; no journal entries kept). The engine
 runs in this process with a real SQLite file, the real OpenAI provider and the real
@@ -47,7 +50,10 @@ _BODY = json.dumps(
 ).encode()
 
 
-def _config(db: Path, fake_url: str, concurrency: int, max_subtasks: int) -> ServerConfig:
+def _config(
+    db: Path, fake_url: str, concurrency: int, max_subtasks: int, models: int = 1
+) -> ServerConfig:
+    ids = ["bench"] if models == 1 else [f"bench-{i}" for i in range(models)]
     return parse_config(
         {
             "store": {"url": f"sqlite:///{db}"},
@@ -58,12 +64,13 @@ def _config(db: Path, fake_url: str, concurrency: int, max_subtasks: int) -> Ser
             },
             "models": [
                 {
-                    "id": "bench",
+                    "id": model_id,
                     "provider": "openai",
                     "base_url": fake_url,
                     "max_concurrency": concurrency,
                     "timeout_s": 60,
                 }
+                for model_id in ids
             ],
         }
     )
@@ -209,21 +216,32 @@ async def _compare(
 # -- P3: memory of a 100,000-subtask run, in child processes ---------------------------------
 
 
-async def _child(mode: str, db: str, fake_url: str, n: int, c: int) -> None:
-    config = _config(Path(db), fake_url, c, n)
+async def _child(mode: str, db: str, fake_url: str, n: int, c: int, models: int) -> None:
+    """One P3 child: ``upload`` a dataset of n / models records, or ``run`` every model
+    on it (n subtasks in all), printing its phases for the RSS sampler."""
+    records = n // models
+    config = _config(Path(db), fake_url, c, n, models)
     async with Evald.open(config) as app:
         if mode == "upload":
-            await _upload(app, n)
+            await _upload(app, records)
             return
-        spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
+        spec = RunSpec(
+            models=tuple(m.id for m in config.models),
+            datasets=(DatasetRef(f"bench-{records}", "1.0.0"),),
+        )
         print("PHASE create", flush=True)
         run = await app.create_run(TENANT, spec)
         print("PHASE inference", flush=True)
         scoring = False
         async for event in await app.watch(TENANT, run.run_id):
-            counters = event.progress.counters if event.progress else None
-            if not scoring and counters is not None and counters.terminal == counters.total:
+            if scoring:
+                continue
+            if event.evaluation is not None:  # a task was scored before the run's end
                 scoring = True
+            elif event.progress is not None:
+                counters = event.progress.counters
+                scoring = counters.terminal == counters.total
+            if scoring:
                 print("PHASE scoring", flush=True)
         print("PHASE done", flush=True)
 
@@ -259,19 +277,23 @@ def _sample(command: list[str]) -> dict[str, Any]:
     }
 
 
-async def _p3(fake: FakeProcess, n: int, c: int, tmp: Path) -> dict[str, Any]:
+async def _p3(
+    fake: FakeProcess, name: str, n: int, c: int, models: int, tmp: Path
+) -> dict[str, Any]:
     await fake.control.configure(latency_ms=0)
-    db = str(tmp / "p3.sqlite3")
+    db = str(tmp / f"{name}.sqlite3")
     base = [sys.executable, "-m", "bench.bench_engine", "--child"]
-    tail = [db, fake.base_url, str(n), str(c)]
+    tail = [db, fake.base_url, str(n), str(c), str(models)]
     upload = await anyio.to_thread.run_sync(_sample, [*base, "upload", *tail])
     run = await anyio.to_thread.run_sync(_sample, [*base, "run", *tail])
     by_phase = run["peak_rss_mb_by_phase"]
     dispatch_peak = max(by_phase.get("create", 0.0), by_phase.get("inference", 0.0))
     return {
-        "name": "P3",
+        "name": name,
         "n": n,
-        "concurrency": c,
+        "models": models,
+        "records_per_dataset": n // models,
+        "concurrency_per_model": c,
         "upload_child": upload,
         "run_child": run,
         "peak_rss_mb_create_and_inference": dispatch_peak,
@@ -289,7 +311,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 fake, "P1", args.p1_n, args.p1_c, args.p1_latency_ms, args.repeats, tmp
             )
             p2 = await _compare(fake, "P2", args.p2_n, args.p2_c, 0.0, args.repeats, tmp)
-            p3 = None if args.skip_p3 else await _p3(fake, args.p3_n, args.p3_c, tmp)
+            p3 = p3b = None
+            if not args.skip_p3:
+                p3 = await _p3(fake, "P3", args.p3_n, args.p3_c, 1, tmp)
+                p3b = await _p3(fake, "P3b", args.p3_n, args.p3_c, args.p3b_models, tmp)
             fake_stats = await fake.control.stats()
     return {
         "benchmark": "engine vs bare aiohttp worker pool",
@@ -306,11 +331,15 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             "P2": "engine req/s >= 0.7 x bare req/s",
             "P3": "peak RSS <= 150 MB",
         },
-        "results": {"P1": p1, "P2": p2, "P3": p3},
+        "results": {"P1": p1, "P2": p2, "P3": p3, "P3b": p3b},
         "verdict": {
             "P1": p1["wall_ratio"] <= 1.15,
             "P2": p2["throughput_ratio"] >= 0.7,
             "P3": None if p3 is None else p3["peak_rss_mb"] <= 150,
+            "P3_create_and_inference": None
+            if p3 is None
+            else p3["peak_rss_mb_create_and_inference"] <= 150,
+            "P3b": None if p3b is None else p3b["peak_rss_mb"] <= 150,
         },
     }
 
@@ -349,13 +378,16 @@ def _print(report: dict[str, Any]) -> None:
             f"provider {r['provider_only']['cpu_us_per_req']:.0f}, "
             f"engine {r['engine']['cpu_us_per_req_incl_scoring']:.0f} (incl. scoring)"
         )
-    p3 = report["results"]["P3"]
-    if p3 is not None:
-        ok = "met" if report["verdict"]["P3"] else "MISSED"
+    for key in ("P3", "P3b"):
+        p3 = report["results"][key]
+        if p3 is None:
+            continue
+        ok = "met" if report["verdict"][key] else "MISSED"
         print(
-            f"P3   {p3['n']:>7} subtasks: peak RSS {p3['peak_rss_mb']:.0f} MB "
-            f"(create+inference {p3['peak_rss_mb_create_and_inference']:.0f} MB; by phase "
-            f"{p3['run_child']['peak_rss_mb_by_phase']}); upload child peak "
+            f"{key:4} {p3['n']:>7} subtasks ({p3['models']} model(s) × {p3['records_per_dataset']} "
+            f"records): peak RSS {p3['peak_rss_mb']:.0f} MB, create+inference "
+            f"{p3['peak_rss_mb_create_and_inference']:.0f} MB; by phase "
+            f"{p3['run_child']['peak_rss_mb_by_phase']}; upload child "
             f"{p3['upload_child']['peak_rss_mb']:.0f} MB; target ≤ 150 MB {ok}"
         )
 
@@ -370,15 +402,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--p2-c", type=int, default=64)
     parser.add_argument("--p3-n", type=int, default=100_000)
     parser.add_argument("--p3-c", type=int, default=64)
+    parser.add_argument("--p3b-models", type=int, default=5)
     parser.add_argument("--skip-p3", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
-        "--child", nargs=5, metavar=("MODE", "DB", "URL", "N", "C"), help=argparse.SUPPRESS
+        "--child", nargs=6, metavar=("MODE", "DB", "URL", "N", "C", "M"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
     if args.child:
-        mode, db, url, n, c = args.child
-        anyio.run(_child, mode, db, url, int(n), int(c), backend="asyncio")
+        mode, db, url, n, c, m = args.child
+        anyio.run(_child, mode, db, url, int(n), int(c), int(m), backend="asyncio")
         return
     report = anyio.run(_main, args, backend="asyncio")
     _print(report)

@@ -65,7 +65,7 @@ class InlineScoring:
     """Scores in a thread of this process: fast to start, same scorers as the pool."""
 
     def __init__(self, *, fail: bool = False, gate: anyio.Event | None = None) -> None:
-        self.calls: list[str] = []
+        self.calls: list[int] = []  # samples per scored task
         self._fail = fail
         self._gate = gate
 
@@ -75,7 +75,7 @@ class InlineScoring:
         from evald_server.domain import ErrorReason
         from evald_server.scoring import ScoringFailure
 
-        self.calls.append(samples[0].subtask_id.rsplit(".", 2)[0] if samples else "")
+        self.calls.append(len(samples))
         if self._gate is not None:
             await self._gate.wait()
         if self._fail:

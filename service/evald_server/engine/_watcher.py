@@ -46,7 +46,6 @@ from evald_server.store import (
     SampleScoreRow,
     Store,
     TaskFinish,
-    subtask_public_id,
 )
 
 _log = logging.getLogger(__name__)
@@ -142,9 +141,8 @@ class Watcher:
         started = time.perf_counter()
         report: ScoreReport | None = None
         errors: list[EvalError] = []
-        row_ids: dict[str, int] = {}
         if counters.succeeded > 0:
-            samples, row_ids = await self._samples(task_id)
+            samples = await self._samples(task_id)
             try:
                 report = await self._scoring.score(
                     dataset.task_type, samples, seed=spec.seed, timeout_s=spec.scoring_timeout_s
@@ -196,9 +194,8 @@ class Watcher:
         if report is not None:
             sample_scores = report.sample_scores
             scores = (  # a generator: the store streams it into its executemany
-                SampleScoreRow(row_ids[s.subtask_id], s.scores, s.correct, s.flags)
+                SampleScoreRow(int(s.subtask_id), s.scores, s.correct, s.flags)
                 for s in sample_scores
-                if s.subtask_id in row_ids
             )
         body = evaluation.to_json()
         finish = await self._store.finish_task(
@@ -217,26 +214,29 @@ class Watcher:
         if finish.run_state is not None:
             self._on_run_finished(task.run_id, finish.run_state)
 
-    async def _samples(self, task_id: str) -> tuple[list[ScoringSample], dict[str, int]]:
+    async def _samples(self, task_id: str) -> list[ScoringSample]:
+        """Every succeeded output of the task, as the scorer takes them.
+
+        The sample's ``subtask_id`` is the subtask's row id: the scorer only echoes it
+        back in its per-sample scores, and an int-like key needs no lookup table to find
+        the row again (that table alone would be ~10 MB for 100,000 samples).
+        """
         samples: list[ScoringSample] = []
-        row_ids: dict[str, int] = {}
         compact = Compactor()
         last: tuple[Any, Any] = (None, None)  # repeats share their record: one copy
         after = 0
         while True:
             page = await self._store.task_outputs(task_id, after, _PAGE)
             if not page:
-                return samples, row_ids
+                return samples
             for row in page:
-                subtask_id = subtask_public_id(task_id, row.record_idx, row.repeat_index)
-                row_ids[subtask_id] = row.row_id
                 if last[0] is not row.fields:
                     last = (row.fields, compact.value(row.fields))
                 # input_text stays empty: the scorer shows the record's own input in its
                 # worst examples, and 100,000 rendered prompts would only cost memory.
                 samples.append(
                     ScoringSample(
-                        subtask_id,
+                        str(row.row_id),
                         row.record_id,
                         row.repeat_index,
                         last[1],

@@ -125,7 +125,9 @@ class SqliteStore:
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA temp_store = MEMORY")
-        conn.execute("PRAGMA cache_size = -16000")  # 16 MB page cache per connection
+        # 4 MB of page cache per connection (three of them): the OS caches the file too,
+        # and a large scoring read would otherwise grow each to SQLite's full allowance.
+        conn.execute("PRAGMA cache_size = -4000")
         return conn
 
     async def close(self) -> None:
