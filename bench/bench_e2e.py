@@ -1,7 +1,7 @@
 """End to end: the real gRPC server (its own process) and the SDK, on the fake provider
 (its own process), each figure beside its reference measured in the same invocation.
 
-    python -m bench.bench_e2e [--quick] [--repeats 3] [--skip-p3] [--peer-n 2500]
+    python -m bench.bench_e2e [--quick] [--repeats 3] [--figures P1,P3,P5] [--peer-n N]
 
 * P1: N = 10,000 classification subtasks, one model, C = 100, fake latency 50 ms.
   evald's wall is CreateRun → the last result reaching the watcher (the task scored).
@@ -9,8 +9,9 @@
   target evald ≤ 1.15 × its wall; ideal ceil(N/C)·T = 5 s), and pydantic-evals
   (``Dataset.evaluate(task, max_concurrency=100)``, the task an ``httpx.AsyncClient``
   POST, an ``EqualsExpected`` evaluator; target evald ≥ 10 × faster). pydantic-evals
-  runs ``--peer-n`` cases and its wall is extrapolated linearly to N (it is CPU-bound:
-  its case rate does not depend on N); ``--peer-n 10000`` runs it at full size.
+  runs N cases (about a minute here); with ``--quick`` or a smaller ``--peer-n`` its
+  wall is extrapolated linearly to N (it is CPU-bound: its case rate does not depend
+  on N), and the table says so.
 * P3: one 100,000-subtask run (fake latency 0): peak RSS of the server process
   (psutil, every 50 ms; its scoring workers reported apart). Target ≤ 150 MB. Each
   repeat starts a fresh server on the store where the dataset was uploaded.
@@ -55,6 +56,7 @@ from evald_server.fake_provider import FakeControl, FakeProcess
 
 RESULTS = Path(__file__).parent / "results" / "e2e.json"
 LISTENING = "evald listening on "
+PROFILE_DIR: Path | None = None  # --profile-server
 
 
 # -- the server as a child process ------------------------------------------------------------
@@ -95,6 +97,9 @@ async def evald_server(
     config = _write_config(where, fake_url, concurrency, max_subtasks)
     with (where / "server.stderr").open("ab") as stderr:
         command = [sys.executable, "-m", "evald_server.api", "--config", str(config)]
+        if PROFILE_DIR is not None:  # cProfile of the whole server, written when it stops
+            profile = PROFILE_DIR / f"server-{where.name}.prof"
+            command[1:1] = ["-m", "cProfile", "-o", str(profile)]
         process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=stderr)
     try:
         assert process.stdout is not None
@@ -322,66 +327,92 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
 # -- P3 ---------------------------------------------------------------------------------------
 
 
-async def _sample_rss(process: psutil.Process, into: dict[str, float], stop: anyio.Event) -> None:
-    while not stop.is_set():
-        try:
-            rss = process.memory_info().rss / 2**20
-            kids = sum(k.memory_info().rss for k in process.children(recursive=True)) / 2**20
-        except psutil.Error:
-            return
-        into["server"] = max(into.get("server", 0.0), rss)
-        into["workers"] = max(into.get("workers", 0.0), kids)
-        with anyio.move_on_after(0.05):
-            await stop.wait()
+class RssSampler:
+    """The server's peak RSS (and its workers') per phase, sampled every 50 ms."""
+
+    def __init__(self, process: psutil.Process) -> None:
+        self.process = process
+        self.phase = "startup"
+        self.server: dict[str, float] = {}
+        self.workers = 0.0
+        self.stop = anyio.Event()
+
+    async def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                rss = self.process.memory_info().rss / 2**20
+                kids = self.process.children(recursive=True)
+                workers = sum(k.memory_info().rss for k in kids) / 2**20
+            except psutil.Error:
+                return
+            self.server[self.phase] = max(self.server.get(self.phase, 0.0), rss)
+            self.workers = max(self.workers, workers)
+            with anyio.move_on_after(0.05):
+                await self.stop.wait()
+
+    @property
+    def peak(self) -> float:
+        return max(self.server.values(), default=0.0)
+
+
+async def _p3_run(client: AsyncEvaldClient, sampler: RssSampler, n: int) -> float:
+    """One run, its phases marked from the watch: create, inference, scoring."""
+    started = time.perf_counter()
+    sampler.phase = "create"
+    run = await client.create_run(models=["bench"], datasets=[("p3", "1.0.0")])
+    sampler.phase = "inference"
+    async for event in client.watch(run.run_id):
+        if isinstance(event, Progress) and event.progress.counts.finished >= n:
+            sampler.phase = "scoring"
+    wall = time.perf_counter() - started
+    sampler.phase = "done"
+    final = await client.get_run(run.run_id)
+    assert final.progress.counts.succeeded == n, final.progress.counts
+    return wall
 
 
 async def _p3(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     n = args.p3_n
     await fake.control.configure(latency_ms=0)
     where = tmp / "p3"
-    where.mkdir()
-    upload_peak: dict[str, float] = {}
-    async with evald_server(where, fake.base_url, args.concurrency, n) as (address, process):
-        stop = anyio.Event()
+    upload_peak = 0.0
+    runs = []
+    for repeat in range(args.repeats + 1):  # the first server only uploads the dataset
         async with (
+            evald_server(where, fake.base_url, args.concurrency, n) as (address, process),
             anyio.create_task_group() as tg,
             AsyncEvaldClient(address, timeout_s=600) as client,
         ):
-            tg.start_soon(_sample_rss, process, upload_peak, stop)
-            await client.upload_dataset(
-                name="p3", version="1.0.0", task_type="classification", records=_records(n)
-            )
-            stop.set()
-    runs = []
-    for _ in range(args.repeats):
-        peak: dict[str, float] = {}
-        async with evald_server(where, fake.base_url, args.concurrency, n) as (address, process):
-            stop = anyio.Event()
-            async with (
-                anyio.create_task_group() as tg,
-                AsyncEvaldClient(address, timeout_s=600) as client,
-            ):
-                tg.start_soon(_sample_rss, process, peak, stop)
-                started = time.perf_counter()
-                run = await client.create_run(models=["bench"], datasets=[("p3", "1.0.0")])
-                final = await client.wait(run.run_id, timeout_s=1800)
-                wall = time.perf_counter() - started
-                stop.set()
-        assert final.progress.counts.succeeded == n, final.progress.counts
-        runs.append(
-            {
-                "wall_s": round(wall, 2),
-                "peak_rss_mb": round(peak["server"], 1),
-                "workers_peak_rss_mb": round(peak.get("workers", 0.0), 1),
-            }
-        )
+            sampler = RssSampler(process)
+            tg.start_soon(sampler.run)
+            if repeat == 0:
+                sampler.phase = "upload"
+                await client.upload_dataset(
+                    name="p3", version="1.0.0", task_type="classification", records=_records(n)
+                )
+                upload_peak = sampler.peak
+            else:
+                wall = await _p3_run(client, sampler, n)
+                runs.append(
+                    {
+                        "wall_s": round(wall, 2),
+                        "peak_rss_mb": round(sampler.peak, 1),
+                        "peak_rss_mb_by_phase": {k: round(v, 1) for k, v in sampler.server.items()},
+                        "workers_peak_rss_mb": round(sampler.workers, 1),
+                    }
+                )
+            sampler.stop.set()
+    phases = {p for r in runs for p in r["peak_rss_mb_by_phase"]}
     return {
         "n": n,
         "concurrency": args.concurrency,
         "peak_rss_mb": _median([r["peak_rss_mb"] for r in runs]),
+        "peak_rss_mb_by_phase": {
+            p: _median([r["peak_rss_mb_by_phase"].get(p, 0.0) for r in runs]) for p in phases
+        },
         "wall_s": _median([r["wall_s"] for r in runs]),
         "workers_peak_rss_mb": _median([r["workers_peak_rss_mb"] for r in runs]),
-        "upload_peak_rss_mb": round(upload_peak.get("server", 0.0), 1),
+        "upload_peak_rss_mb": round(upload_peak, 1),
         "runs": runs,
     }
 
@@ -445,14 +476,14 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         fake_args = ("--port", "0", "--max-journal-entries", str(max(args.n, 4 * args.p5_records)))
         async with FakeProcess(*fake_args, stderr=subprocess.DEVNULL) as fake:
             p1 = await _p1(fake, args, tmp)
-            p5 = await _p5(fake, args, tmp)
-            p3 = None if args.skip_p3 else await _p3(fake, args, tmp)
+            p5 = await _p5(fake, args, tmp) if "P5" in args.figures else None
+            p3 = await _p3(fake, args, tmp) if "P3" in args.figures else None
     verdict = {
         "P1_vs_bare": p1["ratio_vs_bare"] <= 1.15,
         "P1_vs_pydantic_evals": p1["speedup_vs_pydantic_evals"] >= 10,
         "P3": None if p3 is None else p3["peak_rss_mb"] <= 150,
         "P4": p1["P4"]["p99_s"] <= 1.2,
-        "P5": p5["overlap"],
+        "P5": None if p5 is None else p5["overlap"],
     }
     return {
         "benchmark": "end to end: gRPC server + SDK vs bare aiohttp and pydantic-evals",
@@ -526,21 +557,24 @@ def _table(report: dict[str, Any]) -> list[str]:
             "",
             f"p99 <= 1.2 s {v['P4']}",
         ),
-        _row(
-            "P5 first result / last inference s",
-            f"{p5['first_result_s']:.2f}",
-            f"{p5['last_inference_end_s']:.2f}",
-            "",
-            f"first result before the last inference ends {v['P5']}",
-        ),
-        _row(
-            "P5 run end / score-after-all s",
-            f"{p5['end_s']:.2f}",
-            f"{p5['serial_end_s']:.2f}",
-            "",
-            f"saved {p5['saved_s']:.2f} s",
-        ),
     ]
+    if p5 is not None:
+        rows += [
+            _row(
+                "P5 first result / last inference s",
+                f"{p5['first_result_s']:.2f}",
+                f"{p5['last_inference_end_s']:.2f}",
+                "",
+                f"first result before the last inference ends {v['P5']}",
+            ),
+            _row(
+                "P5 run end / score-after-all s",
+                f"{p5['end_s']:.2f}",
+                f"{p5['serial_end_s']:.2f}",
+                "",
+                f"saved {p5['saved_s']:.2f} s",
+            ),
+        ]
     if p3 is not None:
         rows.append(
             _row(
@@ -548,8 +582,12 @@ def _table(report: dict[str, Any]) -> list[str]:
                 f"{p3['peak_rss_mb']:.1f}",
                 "150",
                 "",
-                f"<= 150 MB {v['P3']} (run {p3['wall_s']:.0f} s; upload peak "
-                f"{p3['upload_peak_rss_mb']:.0f} MB; scoring workers "
+                f"<= 150 MB {v['P3']} (run {p3['wall_s']:.0f} s; by phase "
+                + ", ".join(
+                    f"{phase} {mb:.0f}"
+                    for phase, mb in sorted(p3["peak_rss_mb_by_phase"].items(), key=lambda x: x[1])
+                )
+                + f"; upload {p3['upload_peak_rss_mb']:.0f}; scoring workers "
                 f"{p3['workers_peak_rss_mb']:.0f} MB)",
             )
         )
@@ -563,14 +601,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--peer-n", type=int, default=2_500, help="pydantic-evals cases per run")
+    parser.add_argument(
+        "--peer-n",
+        type=int,
+        help="pydantic-evals cases per run (default: N; with --quick 2,500, extrapolated)",
+    )
     parser.add_argument("--p3-n", type=int, default=100_000)
     parser.add_argument("--p5-records", type=int, default=2_500)
-    parser.add_argument("--skip-p3", action="store_true")
+    parser.add_argument(
+        "--figures",
+        type=lambda text: {f.strip().upper() for f in text.split(",")},
+        default={"P1", "P3", "P4", "P5"},
+        help="which figures, e.g. P1,P5 (P1 and P4 always run: P4 is measured on P1's runs)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--profile-server", type=Path, metavar="DIR", help="run the servers under cProfile"
+    )
     args = parser.parse_args(argv)
+    if args.profile_server is not None:
+        global PROFILE_DIR
+        PROFILE_DIR = args.profile_server.resolve()
+        PROFILE_DIR.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.repeats = 1
+    if args.peer_n is None:
+        args.peer_n = min(args.n, 2_500) if args.quick else args.n
     report = anyio.run(_main, args, backend="asyncio")
     print("\n".join(_table(report)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
