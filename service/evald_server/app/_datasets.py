@@ -25,6 +25,7 @@ from evald_server.domain import (
     DatasetInvalid,
     ErrorReason,
     FieldViolation,
+    InvalidArgument,
     NotFound,
     TaskType,
 )
@@ -142,6 +143,12 @@ class DatasetService:
     async def get(
         self, tenant: str, dataset_id: str | None = None, ref: DatasetRef | None = None
     ) -> Dataset:
+        if not dataset_id and ref is None:
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                "give a dataset_id or a dataset ref (name and benchmark_version)",
+                field_violations=(FieldViolation("dataset", "dataset_id or ref is required"),),
+            )
         row = None
         if dataset_id:
             row = await self._store.get_dataset(dataset_id)
