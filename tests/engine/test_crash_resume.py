@@ -54,7 +54,7 @@ async def _start(config: Path) -> tuple[anyio.abc.Process, BufferedByteReceiveSt
 
 @pytest.mark.anyio
 async def test_kill_9_then_restart_repeats_no_finished_work(tmp_path: Path) -> None:
-    async with FakeProcess("--port", "0", "--latency-ms", "20") as fake:
+    async with FakeProcess("--port", "0", "--latency-ms", "50") as fake:
         db = tmp_path / "evald.sqlite3"
         config = tmp_path / "config.json"
         config.write_text(
