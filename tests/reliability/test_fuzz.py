@@ -173,7 +173,7 @@ def test_every_valid_record_renders_a_user_message(
     (message,) = render_prompt(task_type, parsed.records[0].fields)
     assert message.role == "user"
     assert isinstance(message.content, str)
-    assert message.content.strip()
+    assert message.content  # may be whitespace only: the schemas accept such inputs
 
 
 # -- through the RPC --------------------------------------------------------------------------
