@@ -376,7 +376,7 @@ async def _p3(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
     await fake.control.configure(latency_ms=0)
     where = tmp / "p3"
     upload_peak = 0.0
-    runs = []
+    runs: list[dict[str, Any]] = []
     for repeat in range(args.repeats + 1):  # the first server only uploads the dataset
         async with (
             evald_server(where, fake.base_url, args.concurrency, n) as (address, process),
