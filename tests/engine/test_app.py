@@ -7,6 +7,7 @@ import anyio
 import pytest
 
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
+from evald_server.config import ServerConfig
 from evald_server.domain import (
     AlreadyExists,
     DatasetInvalid,
@@ -141,11 +142,47 @@ async def test_list_runs_pages_with_validated_tokens(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_drain_returns_in_flight_work_to_pending_and_a_restart_finishes(
+def with_grace(config: ServerConfig, grace_s: float) -> ServerConfig:
+    return config.model_copy(
+        update={"server": config.server.model_copy(update={"grace_s": grace_s})}
+    )
+
+
+@pytest.mark.anyio
+async def test_drain_keeps_answers_that_arrive_within_the_grace_period(tmp_path: Path) -> None:
+    async with FakeProvider(FakeConfig(latency_ms=300)) as fake:
+        config = with_grace(
+            make_config(tmp_path, [fake.model_config("m1", max_concurrency=2)]), 10.0
+        )
+        async with Evald.open(config, scoring=InlineScoring()) as app:
+            await upload(app, "d", 6)
+            run = await app.create_run(
+                TENANT, RunSpec(models=("m1",), datasets=(DatasetRef("d", "1.0.0"),))
+            )
+            await fake.wait_until(lambda j: j.in_flight("m1") == 2, timeout_s=30)
+            with anyio.fail_after(10):
+                await app.drain()
+        conn = sqlite3.connect(tmp_path / "evald.sqlite3")
+        states = dict(
+            conn.execute("SELECT state, COUNT(*) FROM subtasks GROUP BY state").fetchall()
+        )
+        conn.close()
+        assert states == {"succeeded": 2, "pending": 4}  # the two in flight finished
+        fake.configure(latency_ms=1)
+        async with Evald.open(config, scoring=InlineScoring()) as app:
+            await wait_until_finished(app, run.run_id)
+            assert (await app.get_run(TENANT, run.run_id)).state is RunState.SUCCEEDED
+        assert fake.journal.duplicates_after_success() == {}
+
+
+@pytest.mark.anyio
+async def test_drain_returns_calls_still_in_flight_after_the_grace_to_pending(
     tmp_path: Path,
 ) -> None:
     async with FakeProvider(FakeConfig(latency_ms=60_000)) as fake:
-        config = make_config(tmp_path, [fake.model_config("m1", max_concurrency=2)])
+        config = with_grace(
+            make_config(tmp_path, [fake.model_config("m1", max_concurrency=2)]), 0.2
+        )
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 6)
             run = await app.create_run(

@@ -5,9 +5,10 @@ Besides ``evald.v1.EvaluationService`` it serves the standard health service
 and grpcurl work without the .proto files.
 
 Drain order on SIGTERM/SIGINT: health goes NOT_SERVING and new RPCs are refused
-(UNAVAILABLE, SERVER_DRAINING); the engine stops claiming work, cancels in-flight
-provider calls (their subtasks return to pending without spending a retry) and
-flushes the store; then open streams get ``grace_s`` to finish and the process exits.
+(UNAVAILABLE, SERVER_DRAINING); the engine stops claiming work, gives provider calls
+in flight ``grace_s`` to finish (an answer already paid for is kept), aborts the rest
+(their subtasks return to pending without spending a retry) and flushes the store;
+then open streams get ``grace_s`` to finish and the process exits.
 """
 
 import logging

@@ -115,9 +115,10 @@ class Evald:
                     await store.close()
 
     async def drain(self) -> None:
-        """Stop claiming, abort in-flight calls (back to pending), write, stop."""
+        """Stop claiming; let calls in flight finish within ``server.grace_s``, abort the
+        rest (back to pending); write; stop."""
         if self._engine is not None:
-            await self._engine.drain()
+            await self._engine.drain(self.config.server.grace_s)
 
     @property
     def draining(self) -> bool:

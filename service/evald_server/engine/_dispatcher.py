@@ -66,6 +66,7 @@ class Dispatcher:
         self._inflight: dict[str, set[anyio.CancelScope]] = {}
         self._cancelled_runs: set[str] = set()
         self._stopping = False
+        self._idle = anyio.Event()  # set when stopping and no call is in flight
 
     # -- control -----------------------------------------------------------------------
 
@@ -100,10 +101,22 @@ class Dispatcher:
             lane.forget(run_id)
 
     def stop(self) -> None:
-        """Drain: stop claiming, abort calls (their subtasks go back to pending)."""
+        """Drain, first step: claim and start nothing more; calls in flight go on.
+
+        Buffered subtasks go back to pending when ``run`` returns."""
         self._stopping = True
         for lane in self.lanes.values():
             lane.close()
+        if not self._inflight:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """After ``stop``: until no call is in flight (their outcomes are submitted)."""
+        await self._idle.wait()
+
+    def abort_inflight(self) -> None:
+        """Drain, last step: abort the calls still in flight (back to pending, no retry
+        spent); their answers, if any come later, are paid for again after a restart."""
         for scopes in self._inflight.values():
             for scope in scopes:
                 scope.cancel()
@@ -236,3 +249,5 @@ class Dispatcher:
             scopes.discard(scope)
             if not scopes:
                 self._inflight.pop(item.run_id, None)
+            if self._stopping and not self._inflight:
+                self._idle.set()

@@ -93,15 +93,20 @@ class Engine:
             await self._stopped.wait()
             tg.cancel_scope.cancel()
 
-    async def drain(self) -> None:
-        """Stop claiming, abort in-flight calls (back to pending, no retry spent), write
-        every outcome, and stop. Scoring in progress is abandoned: those tasks stay in
-        ``scoring`` and are scored on the next start."""
+    async def drain(self, grace_s: float = 0.0) -> None:
+        """Stop claiming; give the calls in flight up to ``grace_s`` to finish (an answer
+        already paid for is kept, not asked for again after a restart); abort the rest
+        (back to pending, no retry spent); write every outcome, and stop. Scoring in
+        progress is abandoned: those tasks stay in ``scoring`` and are scored on the
+        next start."""
         if self._draining:
             await self._stopped.wait()
             return
         self._draining = True
         self.dispatcher.stop()
+        with anyio.move_on_after(grace_s):
+            await self.dispatcher.wait_idle()
+        self.dispatcher.abort_inflight()
         await self._dispatcher_done.wait()
         await self.committer.close()
         await self._committer_done.wait()
