@@ -22,6 +22,7 @@ from evald_server.scoring._intervals import (
     wilson_interval,
 )
 from evald_server.scoring._payloads import WorstExample
+from evald_server.scoring._sample_scores import SampleScores
 from evald_server.scoring._types import (
     MetricUncertainty,
     Payload,
@@ -119,10 +120,10 @@ class BaseScorer(ABC):
             metrics=dict(evaluation.metrics) if scored else {},
             uncertainty=uncertainty,
             payload=evaluation.build_payload(worst),
-            sample_scores=[
+            sample_scores=SampleScores(
                 SampleScore(s.subtask_id, row.scores, row.flags, row.correct)
                 for s, row in zip(scored, evaluation.rows, strict=True)
-            ],
+            ),
             scored_samples=len(scored),
             skipped_samples=len(samples) - len(scored),
             repeat=repeat_stats(scored, [row.primary for row in evaluation.rows], units, n_units),

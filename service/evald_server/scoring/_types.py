@@ -5,7 +5,7 @@ A ``ScoreReport`` crosses a process boundary (the scoring pool) and is then mapp
 the proto payload messages.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -82,7 +82,8 @@ class ScoreReport:
     metrics: dict[str, float]  # headline metrics, fractions in [0, 1]
     uncertainty: dict[str, MetricUncertainty]  # one per headline metric
     payload: Payload
-    sample_scores: list[SampleScore]  # every scored sample
+    # Every scored sample; a scorer returns them as ``SampleScores`` (columns).
+    sample_scores: Sequence[SampleScore]
     scored_samples: int
     skipped_samples: int  # output None
     repeat: RepeatStats | None = None

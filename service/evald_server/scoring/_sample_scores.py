@@ -1,0 +1,102 @@
+"""Per-sample scores in columns: what a scoring worker sends back for a whole task.
+
+100,000 ``SampleScore`` objects (each with its own dict) are ~40 MB once unpickled in
+the server; the same scores as flat arrays are ~2 MB, and the server turns them into
+rows one at a time while it stores them. ``SampleScores`` is a read-only
+``Sequence[SampleScore]`` that builds each ``SampleScore`` when it is read, equal to the
+list of the same scores. Exact: every score is a float kept as a C double, and each
+sample keeps its own score names in their order.
+"""
+
+from __future__ import annotations  # array[...] is subscriptable at run time from 3.12
+
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+from evald_server.scoring._types import SampleScore
+
+_NONE, _FALSE, _TRUE = -1, 0, 1  # ``correct`` as a signed byte
+
+
+def _int_ids(ids: list[str]) -> array[int] | None:
+    """The ids as 64-bit integers when each is one written canonically (row ids)."""
+    try:
+        numbers = array("q", (int(i) for i in ids))
+    except (ValueError, OverflowError):
+        return None
+    return numbers if all(str(n) == i for n, i in zip(numbers, ids, strict=True)) else None
+
+
+class SampleScores(Sequence[SampleScore]):
+    __slots__ = ("_columns", "_correct", "_flags", "_ids", "_layout_of", "_layouts")
+
+    def __init__(self, items: Iterable[SampleScore] = ()) -> None:
+        ids: list[str] = []
+        layouts: dict[tuple[str, ...], int] = {}
+        layout_of = array("I")
+        columns: dict[str, array[float]] = {}
+        correct = array("b")
+        flags: dict[int, tuple[str, ...]] = {}  # sparse: most samples have none
+        for index, item in enumerate(items):
+            ids.append(item.subtask_id)
+            names = tuple(item.scores)
+            layout_of.append(layouts.setdefault(names, len(layouts)))
+            for name in names:
+                # A name first seen here gets a column padded for the samples before.
+                column = columns.setdefault(name, array("d", bytes(8 * index)))
+                column.append(float(item.scores[name]))
+            for column in columns.values():
+                if len(column) == index:  # not a score of this sample: padding
+                    column.append(0.0)
+            correct.append(_NONE if item.correct is None else int(item.correct))
+            if item.flags:
+                flags[index] = tuple(item.flags)
+        self._ids: array[int] | tuple[str, ...] = _int_ids(ids) or tuple(ids)
+        self._layouts = tuple(layouts)
+        self._layout_of = layout_of
+        self._columns = columns
+        self._correct = correct
+        self._flags = flags
+
+    def __len__(self) -> int:
+        return len(self._correct)
+
+    def _item(self, index: int) -> SampleScore:
+        columns = self._columns
+        code = self._correct[index]
+        return SampleScore(
+            str(self._ids[index]),
+            {name: columns[name][index] for name in self._layouts[self._layout_of[index]]},
+            self._flags.get(index, ()),
+            None if code == _NONE else code == _TRUE,
+        )
+
+    @overload
+    def __getitem__(self, index: int) -> SampleScore: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[SampleScore]: ...
+    def __getitem__(self, index: int | slice) -> SampleScore | list[SampleScore]:
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError("sample score index out of range")
+        return self._item(index % len(self))
+
+    def __iter__(self) -> Iterator[SampleScore]:
+        return (self._item(i) for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SampleScores | list | tuple):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable like one
+
+    def __repr__(self) -> str:
+        return f"SampleScores({list(self)!r})"
+
+
+def columnar(scores: Sequence[SampleScore]) -> SampleScores:
+    """``scores`` as ``SampleScores`` (unchanged when they already are)."""
+    return scores if isinstance(scores, SampleScores) else SampleScores(scores)
