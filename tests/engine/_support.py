@@ -10,7 +10,13 @@ import anyio
 from evald_server.app import DatasetHeader, Evald, RetryPolicy, Run, RunEvent
 from evald_server.config import ModelConfig, ServerConfig, parse_config
 from evald_server.domain import TaskType
-from evald_server.scoring import ScoreReport, ScoringSample, score_task
+from evald_server.scoring import (
+    SampleSource,
+    ScoreReport,
+    ScoringSample,
+    read_samples,
+    score_task,
+)
 
 TENANT = "tenant-a"
 
@@ -70,7 +76,12 @@ class InlineScoring:
         self._gate = gate
 
     async def score(
-        self, task_type: TaskType, samples: Sequence[ScoringSample], *, seed: int, timeout_s: float
+        self, task_type: TaskType, samples: SampleSource, *, seed: int, timeout_s: float
+    ) -> ScoreReport:
+        return await self.score_samples(task_type, await read_samples(samples), seed=seed)
+
+    async def score_samples(
+        self, task_type: TaskType, samples: Sequence[ScoringSample], *, seed: int
     ) -> ScoreReport:
         from evald_server.domain import ErrorReason
         from evald_server.scoring import ScoringFailure

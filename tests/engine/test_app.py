@@ -209,12 +209,10 @@ async def test_drain_returns_calls_still_in_flight_after_the_grace_to_pending(
 @pytest.mark.anyio
 async def test_a_scorer_failure_fails_only_that_task(tmp_path: Path) -> None:
     class FailOnSeven(InlineScoring):
-        async def score(self, task_type, samples, *, seed, timeout_s):  # type: ignore[no-untyped-def]
+        async def score_samples(self, task_type, samples, *, seed):  # type: ignore[no-untyped-def]
             if len(samples) == 7:
-                return await InlineScoring(fail=True).score(
-                    task_type, samples, seed=seed, timeout_s=timeout_s
-                )
-            return await super().score(task_type, samples, seed=seed, timeout_s=timeout_s)
+                return await InlineScoring(fail=True).score_samples(task_type, samples, seed=seed)
+            return await super().score_samples(task_type, samples, seed=seed)
 
     async with Evald.open(make_config(tmp_path, [simulated("sim")]), scoring=FailOnSeven()) as app:
         await upload(app, "seven", 7)

@@ -1,6 +1,7 @@
 """ScoringPool: off the event loop, failures and timeouts as ScoringFailure, and a
 pool that keeps working after a worker is killed."""
 
+import json
 import logging
 import os
 import random
@@ -12,7 +13,15 @@ import anyio
 import pytest
 
 from evald_server.domain import ErrorCategory, ErrorReason, TaskType
-from evald_server.scoring import ScoringFailure, ScoringPool, score_task
+from evald_server.scoring import (
+    EncodedPage,
+    EncodedSample,
+    SampleScores,
+    ScoringFailure,
+    ScoringPool,
+    ScoringSample,
+    score_task,
+)
 from tests.scoring._factories import samples_of
 from tests.scoring._pool_scorers import RaisingScorer, SleepingScorer, WaitingScorer
 from tests.scoring.test_intervals import BUILDERS
@@ -153,3 +162,90 @@ async def test_a_worker_that_died_while_idle_is_replaced(pool: ScoringPool, tmp_
     await anyio.to_thread.run_sync(os.waitid, os.P_PID, pid, os.WEXITED | os.WNOWAIT)
     again = await pool.score(TaskType.GENERATION, samples, seed=0, timeout_s=60)
     assert int(again.metrics["pid"]) != pid
+
+
+class _Source:
+    """A SampleSource over pages built here; ``fail_at`` raises instead of that page."""
+
+    def __init__(
+        self, pages: list[EncodedPage], *, fail_at: int = -1, pause_s: float = 0.0
+    ) -> None:
+        self._pages = iter(enumerate(pages))
+        self._fail_at = fail_at
+        self._pause_s = pause_s
+
+    def __aiter__(self) -> "_Source":
+        return self
+
+    async def __anext__(self) -> EncodedPage:
+        await anyio.sleep(self._pause_s)
+        index, page = next(self._pages, (-1, None))
+        if page is None:
+            raise StopAsyncIteration
+        if index == self._fail_at:
+            raise OSError("the store went away")
+        return page
+
+
+def _encoded(samples: list[ScoringSample], page_size: int) -> list[EncodedPage]:
+    encoded = [
+        EncodedSample(s.subtask_id, s.record_id, s.repeat_index, json.dumps(s.record), s.output)
+        for s in samples
+    ]
+    return [
+        EncodedPage(tuple(encoded[i : i + page_size])) for i in range(0, len(encoded), page_size)
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_source_is_scored_like_the_samples_it_pages(pool: ScoringPool) -> None:
+    samples = BUILDERS[TaskType.QA](random.Random(2), 300)
+    source = _Source(_encoded(samples, 70))  # five pages, the last one short
+    report = await pool.score(TaskType.QA, source, seed=4, timeout_s=60)
+    assert report == score_task(TaskType.QA, samples, seed=4)
+    assert isinstance(report.sample_scores, SampleScores)
+
+
+@pytest.mark.anyio
+async def test_samples_in_memory_travel_in_several_messages(pool: ScoringPool) -> None:
+    samples = BUILDERS[TaskType.CLASSIFICATION](random.Random(5), 4500)
+    report = await pool.score(TaskType.CLASSIFICATION, samples, seed=1, timeout_s=120)
+    assert report == score_task(TaskType.CLASSIFICATION, samples, seed=1)
+
+
+@pytest.mark.anyio
+async def test_a_failing_source_raises_its_own_error_and_the_pool_goes_on(
+    pool: ScoringPool,
+) -> None:
+    samples = BUILDERS[TaskType.QA](random.Random(2), 30)
+    with pytest.raises(OSError, match="the store went away"):
+        await pool.score(
+            TaskType.QA, _Source(_encoded(samples, 10), fail_at=1), seed=0, timeout_s=60
+        )
+    await _works(pool)  # the half-sent job's worker was replaced
+
+
+@pytest.mark.anyio
+async def test_a_page_that_cannot_be_decoded_is_scorer_failed(
+    pool: ScoringPool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="evald_server.scoring")
+    (page,) = _encoded(BUILDERS[TaskType.QA](random.Random(2), 3), 10)
+    broken = EncodedPage((*page.samples, EncodedSample("9", "r9", 0, "{not json", "x")))
+    with pytest.raises(ScoringFailure) as caught:
+        await pool.score(TaskType.QA, _Source([broken, page]), seed=0, timeout_s=60)
+    assert caught.value.reason is ErrorReason.SCORER_FAILED
+    assert (
+        str(caught.value)
+        == "scorer qa@1.0.0 failed with JSONDecodeError (details in the server log)"
+    )
+    await _works(pool)
+
+
+@pytest.mark.anyio
+async def test_waiting_for_the_source_is_not_the_scorers_time(pool: ScoringPool) -> None:
+    samples = BUILDERS[TaskType.QA](random.Random(2), 30)
+    # Three pages 1 s apart under a 2 s budget: only sending and scoring count.
+    source = _Source(_encoded(samples, 10), pause_s=1.0)
+    report = await pool.score(TaskType.QA, source, seed=0, timeout_s=2.0)
+    assert report == score_task(TaskType.QA, samples, seed=0)

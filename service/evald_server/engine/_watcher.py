@@ -13,8 +13,8 @@ import platform
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -29,7 +29,6 @@ from evald_server.domain import (
     TaskState,
     TaskType,
 )
-from evald_server.engine._compact import Compactor
 from evald_server.engine._profile import build_profile
 from evald_server.engine._results import (
     CONTRACT_VERSION,
@@ -39,7 +38,13 @@ from evald_server.engine._results import (
     TaskEvaluation,
 )
 from evald_server.engine._spec import RunSpec
-from evald_server.scoring import ScoreReport, ScoringFailure, ScoringSample
+from evald_server.scoring import (
+    EncodedPage,
+    EncodedSample,
+    SampleSource,
+    ScoreReport,
+    ScoringFailure,
+)
 from evald_server.store import (
     Counters,
     EventRow,
@@ -63,7 +68,7 @@ class ScoringPort(Protocol):
     """What the watcher needs of the scoring pool."""
 
     async def score(
-        self, task_type: TaskType, samples: Sequence[ScoringSample], *, seed: int, timeout_s: float
+        self, task_type: TaskType, samples: SampleSource, *, seed: int, timeout_s: float
     ) -> ScoreReport: ...
 
 
@@ -142,14 +147,15 @@ class Watcher:
         report: ScoreReport | None = None
         errors: list[EvalError] = []
         if counters.succeeded > 0:
-            samples = await self._samples(task_id)
             try:
                 report = await self._scoring.score(
-                    dataset.task_type, samples, seed=spec.seed, timeout_s=spec.scoring_timeout_s
+                    dataset.task_type,
+                    StoredSamples(self._store, task_id),
+                    seed=spec.seed,
+                    timeout_s=spec.scoring_timeout_s,
                 )
             except ScoringFailure as failure:
                 errors.append(failure.error)
-            del samples
         scoring_time = time.perf_counter() - started
         inputs = await self._store.profile_inputs(task_id)
         errors.extend(
@@ -192,10 +198,11 @@ class Watcher:
         )
         scores: Iterable[SampleScoreRow] = ()
         if report is not None:
-            sample_scores = report.sample_scores
-            scores = (  # a generator: the store streams it into its executemany
+            # A generator over the report's columns: the store streams it into its
+            # executemany, one row object at a time.
+            scores = (
                 SampleScoreRow(int(s.subtask_id), s.scores, s.correct, s.flags)
-                for s in sample_scores
+                for s in report.sample_scores
             )
         body = evaluation.to_json()
         finish = await self._store.finish_task(
@@ -214,33 +221,39 @@ class Watcher:
         if finish.run_state is not None:
             self._on_run_finished(task.run_id, finish.run_state)
 
-    async def _samples(self, task_id: str) -> list[ScoringSample]:
-        """Every succeeded output of the task, as the scorer takes them.
 
-        The sample's ``subtask_id`` is the subtask's row id: the scorer only echoes it
-        back in its per-sample scores, and an int-like key needs no lookup table to find
-        the row again (that table alone would be ~10 MB for 100,000 samples).
-        """
-        samples: list[ScoringSample] = []
-        compact = Compactor()
-        last: tuple[Any, Any] = (None, None)  # repeats share their record: one copy
-        after = 0
-        while True:
-            page = await self._store.task_outputs(task_id, after, _PAGE)
-            if not page:
-                return samples
-            for row in page:
-                if last[0] is not row.fields:
-                    last = (row.fields, compact.value(row.fields))
-                # input_text stays empty: the scorer shows the record's own input in its
-                # worst examples, and 100,000 rendered prompts would only cost memory.
-                samples.append(
-                    ScoringSample(
-                        str(row.row_id),
-                        row.record_id,
-                        row.repeat_index,
-                        last[1],
-                        compact.value(row.output),
-                    )
+class StoredSamples:
+    """A task's succeeded outputs as the scoring pool reads them: one page at a time.
+
+    A sample's ``subtask_id`` is the subtask's row id: the scorer only echoes it back in
+    its per-sample scores, and an int-like key needs no lookup table to find the row
+    again. ``input_text`` stays empty: the scorer shows the record's own input in its
+    worst examples, and 100,000 rendered prompts would only cost memory.
+    """
+
+    def __init__(self, store: Store, task_id: str, page_size: int = _PAGE) -> None:
+        self._store = store
+        self._task_id = task_id
+        self._page_size = page_size
+        self._after = 0
+        self._done = False
+
+    def __aiter__(self) -> "StoredSamples":
+        return self
+
+    async def __anext__(self) -> EncodedPage:
+        if self._done:
+            raise StopAsyncIteration
+        rows = await self._store.task_outputs(self._task_id, self._after, self._page_size)
+        if not rows:
+            self._done = True
+            raise StopAsyncIteration
+        self._after = rows[-1].row_id
+        return EncodedPage(
+            tuple(
+                EncodedSample(
+                    str(row.row_id), row.record_id, row.repeat_index, row.record_json, row.output
                 )
-            after = page[-1].row_id
+                for row in rows
+            )
+        )

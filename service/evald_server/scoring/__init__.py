@@ -3,13 +3,23 @@ runs them off the event loop.
 
 ``score_task`` is the pure entry point; ``ScoringPool.score`` runs it in a worker
 process under a time budget and raises ``ScoringFailure`` (SCORER_FAILED or
-SCORER_TIMEOUT) for that task only. The scoring rules of each task type are documented
+SCORER_TIMEOUT) for that task only. It takes the samples in memory or as a
+``SampleSource`` (pages of ``EncodedSample``s, records as their stored JSON text, sent to
+the worker one page at a time), and the report's per-sample scores come back as
+``SampleScores`` (columns, read row by row). The scoring rules of each task type are documented
 in its module (``_classification``, ``_labels``, ``_qa``, ``_normalize``, ``_ner``,
 ``_entities``, ``_summarization``, ``_generation``) and the intervals in
 ``_intervals``.
 """
 
 from evald_server.scoring._errors import ScoringFailure
+from evald_server.scoring._pages import (
+    EncodedPage,
+    EncodedSample,
+    PageDecoder,
+    SampleSource,
+    read_samples,
+)
 from evald_server.scoring._payloads import (
     ClassificationPayload,
     ClassMetrics,
@@ -24,6 +34,7 @@ from evald_server.scoring._payloads import (
 )
 from evald_server.scoring._pool import ScoringPool
 from evald_server.scoring._registry import Scorer, score_task, scorer_for
+from evald_server.scoring._sample_scores import SampleScores
 from evald_server.scoring._types import (
     IntervalMethod,
     MetricInterval,
@@ -38,6 +49,8 @@ from evald_server.scoring._types import (
 __all__ = [
     "ClassMetrics",
     "ClassificationPayload",
+    "EncodedPage",
+    "EncodedSample",
     "EntityTypeMetrics",
     "GenerationPayload",
     "IntervalMethod",
@@ -45,11 +58,14 @@ __all__ = [
     "MetricInterval",
     "MetricUncertainty",
     "NerPayload",
+    "PageDecoder",
     "Payload",
     "QaPayload",
     "RepeatStats",
     "RougeScore",
     "SampleScore",
+    "SampleScores",
+    "SampleSource",
     "ScoreReport",
     "Scorer",
     "ScoringFailure",
@@ -57,6 +73,7 @@ __all__ = [
     "ScoringSample",
     "SummarizationPayload",
     "WorstExample",
+    "read_samples",
     "score_task",
     "scorer_for",
 ]

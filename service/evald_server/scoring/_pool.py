@@ -14,8 +14,8 @@ import multiprocessing
 import os
 import signal
 import traceback
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -23,11 +23,15 @@ import anyio
 
 from evald_server.domain import ErrorReason, TaskType
 from evald_server.scoring._errors import ScoringFailure
+from evald_server.scoring._pages import EncodedPage, PageDecoder, SampleSource
 from evald_server.scoring._registry import Scorer, scorer_for
+from evald_server.scoring._sample_scores import columnar
 from evald_server.scoring._types import ScoreReport, ScoringSample
 
 _log = logging.getLogger(__name__)
 _READY = "ready"
+_END = "end"  # the last message of a job
+_PAGE = 2000  # samples per message when they are given in memory
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 5.0
 
@@ -38,36 +42,78 @@ def default_workers() -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Job:
+    """Opens a job; its samples follow in pages, then ``_END`` (see ``_worker_main``)."""
+
     scorer: Scorer | None  # an injected scorer; None: the registry's
     task_type: TaskType
-    samples: Sequence[ScoringSample]
     seed: int
     worst_k: int
     resamples: int
 
 
+_Page = EncodedPage | Sequence[ScoringSample]
+_Reply = tuple[str, Any] | tuple[str, str, str]
+
+
+def _score(job: _Job | None, samples: Sequence[ScoringSample]) -> _Reply:
+    if job is None:
+        return ("error", "RuntimeError", "samples arrived without a job\n")
+    try:
+        scorer = job.scorer or scorer_for(job.task_type)
+        report = scorer.score(samples, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples)
+        # Columns, whatever the scorer returned: the server reads them row by row.
+        return ("ok", replace(report, sample_scores=columnar(report.sample_scores)))
+    except Exception as exc:
+        return ("error", type(exc).__name__, traceback.format_exc())
+
+
 def _worker_main(conn: Connection) -> None:
-    """Worker process: answer jobs until told to stop or the pipe closes."""
+    """Worker process: answer jobs until told to stop or the pipe closes.
+
+    A job is a ``_Job``, its pages of samples (decoded as they arrive, while the server
+    reads the next one) and ``_END``; the reply is sent after ``_END`` only, so a page
+    that fails still lets the server send the rest and read one reply.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     conn.send(_READY)
+    job: _Job | None = None
+    decoder = PageDecoder()
+    samples: list[ScoringSample] = []
+    failure: _Reply | None = None
     while True:
         try:
-            job = conn.recv()
+            message = conn.recv()
         except EOFError:
             return
-        except Exception as exc:  # a job that cannot be unpickled here
-            conn.send(("error", type(exc).__name__, traceback.format_exc()))
+        except Exception as exc:  # a message that cannot be unpickled here
+            failure = failure or ("error", type(exc).__name__, traceback.format_exc())
             continue
-        if job is None:
+        if message is None:
             return
-        try:
-            scorer = job.scorer or scorer_for(job.task_type)
-            report = scorer.score(
-                job.samples, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
-            )
-            conn.send(("ok", report))
-        except Exception as exc:
-            conn.send(("error", type(exc).__name__, traceback.format_exc()))
+        if isinstance(message, _Job):
+            job, decoder, samples, failure = message, PageDecoder(), [], None
+        elif isinstance(message, str):  # _END
+            reply = failure or _score(job, samples)
+            job, decoder, samples, failure = None, PageDecoder(), [], None
+            try:
+                conn.send(reply)
+            except Exception as exc:  # a report that cannot be pickled
+                conn.send(("error", type(exc).__name__, traceback.format_exc()))
+            del reply
+        elif failure is None:
+            try:
+                page: _Page = message
+                samples.extend(decoder.decode(page) if isinstance(page, EncodedPage) else page)
+            except Exception as exc:
+                failure = ("error", type(exc).__name__, traceback.format_exc())
+
+
+class _SourceFailed(Exception):
+    """Reading the samples failed in the server: that error, not a scorer failure."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Worker:
@@ -82,10 +128,6 @@ class _Worker:
         if not self.conn.poll(_START_TIMEOUT_S) or self.conn.recv() != _READY:
             self.kill()
             raise RuntimeError("scoring worker did not start")
-
-    def roundtrip(self, job: _Job) -> Any:
-        self.conn.send(job)
-        return self.conn.recv()
 
     def kill(self) -> None:
         # The pipe is left to the garbage collector: a thread abandoned in roundtrip()
@@ -133,33 +175,33 @@ class ScoringPool:
     async def score(
         self,
         task_type: TaskType,
-        samples: Sequence[ScoringSample],
+        samples: Sequence[ScoringSample] | SampleSource,
         *,
         seed: int,
         timeout_s: float,
     ) -> ScoreReport:
-        """Score one task; raises ``ScoringFailure`` (SCORER_FAILED / SCORER_TIMEOUT)."""
+        """Score one task; raises ``ScoringFailure`` (SCORER_FAILED / SCORER_TIMEOUT).
+
+        ``samples`` in memory are sent as they are; a ``SampleSource`` is read page by
+        page, each page sent to the worker as soon as it is read. The budget covers
+        sending, scoring and the reply, not the time spent waiting for the source
+        (reading the store), which is outside it as when samples are given in memory.
+        An error of the source propagates as it is.
+        """
         if self._closed:
             raise RuntimeError("the scoring pool is closed")
         scorer = self._scorers.get(task_type) or scorer_for(task_type)
         name = f"{scorer.name}@{scorer.version}"
-        job = _Job(
-            self._scorers.get(task_type),
-            task_type,
-            samples,
-            seed,
-            self._worst_k,
-            self._resamples,
-        )
+        job = _Job(self._scorers.get(task_type), task_type, seed, self._worst_k, self._resamples)
         async with self._slots:
             worker = await self._checkout(name)
             healthy = False
             try:
-                with anyio.fail_after(timeout_s):
-                    reply = await anyio.to_thread.run_sync(
-                        worker.roundtrip, job, abandon_on_cancel=True, limiter=self._threads
-                    )
+                with anyio.fail_after(timeout_s) as budget:
+                    reply = await self._exchange(worker, job, samples, budget)
                 healthy = True
+            except _SourceFailed as failed:
+                raise failed.error from None  # the worker holds half a job: killed below
             except TimeoutError:
                 _log.warning(
                     "scorer %s ran past its budget of %g s; worker killed", name, timeout_s
@@ -193,6 +235,43 @@ class ScoringPool:
             ErrorReason.SCORER_FAILED,
             f"scorer {name} failed with {exc_type} (details in the server log)",
             scorer=name,
+        )
+
+    async def _exchange(
+        self,
+        worker: _Worker,
+        job: _Job,
+        samples: Sequence[ScoringSample] | SampleSource,
+        budget: anyio.CancelScope,
+    ) -> Any:
+        """Send the job and its pages, then wait for the reply (in threads: pipes block)."""
+        await self._in_thread(worker.conn.send, job)
+        if isinstance(samples, Sequence):
+            for start in range(0, len(samples), _PAGE):
+                await self._in_thread(worker.conn.send, samples[start : start + _PAGE])
+        else:
+            pages = aiter(samples)
+            while True:
+                started = anyio.current_time()
+                try:
+                    # Shielded: a page read is short, and its time is given back below.
+                    with anyio.CancelScope(shield=True):
+                        page = await anext(pages)
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise _SourceFailed(exc) from exc
+                finally:
+                    budget.deadline += anyio.current_time() - started
+                await self._in_thread(worker.conn.send, page)
+                del page
+        await self._in_thread(worker.conn.send, _END)
+        return await self._in_thread(worker.conn.recv)
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # Abandoned on cancellation: the worker is then killed, which ends the call.
+        return await anyio.to_thread.run_sync(
+            fn, *args, abandon_on_cancel=True, limiter=self._threads
         )
 
     async def _checkout(self, name: str) -> _Worker:

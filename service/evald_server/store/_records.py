@@ -309,7 +309,7 @@ class TaskOutput:
     record_idx: int
     repeat_index: int
     record_id: str
-    fields: Json  # shared by the repeats of one record within a page
+    record_json: str  # the stored JSON object; one str shared by a record's repeats in a page
     output: str
 
 

@@ -200,7 +200,8 @@ def task_outputs(
     conn: sqlite3.Connection, task_id: str, after_row: int, limit: int
 ) -> list[TaskOutput]:
     """One page of a task's succeeded outputs with their records, in order. Lean on
-    purpose: scoring reads every output of a task, 100,000 of them for a large one."""
+    purpose: scoring reads every output of a task, 100,000 of them for a large one, and
+    the records stay JSON text (the scoring worker decodes them)."""
     rows = conn.execute(
         "SELECT s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output "
         "FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
@@ -210,10 +211,10 @@ def task_outputs(
         (task_id, after_row, limit),
     ).fetchall()
     outputs = []
-    last_idx, last_fields = -1, {}
+    last_idx, last_fields = -1, ""
     for row_id, idx, repeat, record_id, fields, output in rows:
-        if idx != last_idx:  # the repeats of a record are adjacent: decode it once
-            last_idx, last_fields = idx, dict(json.loads(fields))
+        if idx != last_idx:  # the repeats of a record are adjacent: one copy of its text
+            last_idx, last_fields = idx, fields
         outputs.append(TaskOutput(row_id, idx, repeat, record_id, last_fields, output or ""))
     return outputs
 

@@ -1,10 +1,9 @@
 """Share equal small values between the records of one task while it is scored.
 
 Scoring needs every sample of a task at once (a 100,000-sample task is 100,000 records
-in memory), and decoded JSON gives each record its own copy of values that repeat
-across records: labels, the list of choices, short answers. Mapping equal values to
-one object shrinks that and the message to the scoring worker (pickle writes a shared
-object once). Records are read-only everywhere they go.
+in the scoring worker's memory), and decoded JSON gives each record its own copy of
+values that repeat across records: labels, the list of choices, short answers. Mapping
+equal values to one object shrinks that. Records are read-only everywhere they go.
 """
 
 import sys

@@ -1,0 +1,94 @@
+"""SampleScores (per-sample scores in columns) and PageDecoder (samples in stored form):
+both must give back exactly what they were given."""
+
+import json
+import pickle
+import random
+
+import pytest
+
+from evald_server.domain import TaskType
+from evald_server.scoring import (
+    EncodedPage,
+    EncodedSample,
+    PageDecoder,
+    SampleScore,
+    SampleScores,
+    ScoringSample,
+    score_task,
+)
+from tests.scoring.test_intervals import BUILDERS
+
+MIXED = [
+    SampleScore("12", {"f1": 0.25, "exact_match": 0.0}, ("no_answer",), False),
+    SampleScore("s0-0", {"exact_match": 1.0, "f1": 1.0}, (), True),
+    SampleScore("007", {"rouge1": 0.1 + 0.2}, (), None),  # not canonical: stays a string
+    SampleScore("-3", {}, ("a", "b"), None),
+    SampleScore("9" * 30, {"f1": float("nan"), "tp": 1e-310}, (), True),  # past int64
+]
+
+
+def test_sample_scores_give_back_every_field_exactly() -> None:
+    scores = SampleScores(MIXED)
+    assert len(scores) == len(MIXED)
+    for got, want in zip(scores, MIXED, strict=True):
+        assert got.subtask_id == want.subtask_id
+        assert list(got.scores) == list(want.scores)  # names, in their order
+        assert [repr(v) for v in got.scores.values()] == [repr(v) for v in want.scores.values()]
+        assert (got.flags, got.correct) == (want.flags, want.correct)
+    assert scores[0] == MIXED[0]
+    assert scores[-1].subtask_id == MIXED[-1].subtask_id
+    assert scores[1:3] == MIXED[1:3]
+    with pytest.raises(IndexError):
+        scores[len(MIXED)]
+
+
+def test_sample_scores_equal_the_list_of_the_same_scores() -> None:
+    same = [s for s in MIXED if s.subtask_id != "9" * 30]  # nan != nan
+    assert SampleScores(same) == same
+    assert SampleScores(same) == tuple(same)
+    assert SampleScores(same) != same[:-1]
+    assert SampleScores(same) != [*same[:-1], SampleScore("-3", {}, ("a",), None)]
+    assert SampleScores() == []
+    assert pickle.loads(pickle.dumps(SampleScores(same))) == same
+    with pytest.raises(TypeError):
+        hash(SampleScores(same))
+
+
+def test_row_ids_travel_as_integers() -> None:
+    rows = [SampleScore(str(i), {"correct": 1.0}, (), True) for i in range(1000)]
+    columns = SampleScores(rows)
+    assert columns == rows
+    assert len(pickle.dumps(columns)) < 0.75 * len(pickle.dumps(rows))
+    assert all(type(s.subtask_id) is str for s in columns)
+
+
+@pytest.mark.parametrize("task_type", list(TaskType))
+def test_a_scorer_reports_its_sample_scores_in_columns(task_type: TaskType) -> None:
+    samples = BUILDERS[task_type](random.Random(3), 40)
+    report = score_task(task_type, samples, resamples=20)
+    assert isinstance(report.sample_scores, SampleScores)
+    assert len(report.sample_scores) == report.scored_samples
+
+
+def test_pages_decode_to_the_samples_they_encode() -> None:
+    records = [{"input": f"x{i}", "label": "a", "choices": ["a", "b"]} for i in range(3)]
+    texts = [json.dumps(r) for r in records]
+    page = EncodedPage(
+        tuple(
+            EncodedSample(f"{3 * i + k}", f"r{i}", k, texts[i], None if k == 2 else "a")
+            for i in range(3)
+            for k in range(3)
+        )
+    )
+    decoded = PageDecoder().decode(pickle.loads(pickle.dumps(page)))
+    assert decoded == [
+        ScoringSample(f"{3 * i + k}", f"r{i}", k, records[i], None if k == 2 else "a")
+        for i in range(3)
+        for k in range(3)
+    ]
+    # The repeats of a record share one decoded record; equal small values are shared.
+    assert decoded[0].record is decoded[2].record
+    assert decoded[0].record["choices"] is decoded[3].record["choices"]
+    with pytest.raises(ValueError, match="'r9' is not a JSON object"):
+        PageDecoder().decode(EncodedPage((EncodedSample("1", "r9", 0, "[1]", "a"),)))
