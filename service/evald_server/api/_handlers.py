@@ -8,7 +8,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -19,7 +19,6 @@ from evald_server.domain import ErrorReason, EvaldError, InvalidArgument
 
 log = logging.getLogger("evald.api")
 
-P = ParamSpec("P")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
