@@ -42,6 +42,17 @@ from evald_server.store import EventKind
 Context: TypeAlias = Any
 
 
+async def _discard_rest(request_iterator: AsyncIterator[Any], limit_s: float = 2.0) -> None:
+    """Read what a client is still sending before answering an upload early.
+
+    A client still writing when grpc.aio ends the call sees grpc's own INTERNAL
+    ("Internal error from Core") instead of our status; reading on (bounded in time)
+    lets it finish writing and receive the real error."""
+    with anyio.move_on_after(limit_s):
+        async for _ in request_iterator:
+            pass
+
+
 def _required(value: str, field: str) -> str:
     if not value:
         raise InvalidArgument(
@@ -124,6 +135,15 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
         request_iterator: AsyncIterator[service_pb2.UploadDatasetRequest],
         context: Context,
         tenant: str,
+    ) -> service_pb2.UploadDatasetResponse:
+        try:
+            return await self._upload(request_iterator, tenant)
+        except EvaldError:
+            await _discard_rest(request_iterator)
+            raise
+
+    async def _upload(
+        self, request_iterator: AsyncIterator[service_pb2.UploadDatasetRequest], tenant: str
     ) -> service_pb2.UploadDatasetResponse:
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("content") != "header":
