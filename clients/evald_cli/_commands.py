@@ -13,6 +13,7 @@ from evald_cli._render import (
     datasets_table,
     models_table,
     results_tables,
+    runs_table,
     samples_table,
     to_json,
 )
@@ -37,6 +38,21 @@ async def models(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
         out.print_json(to_json(found))
     else:
         out.print(models_table(found))
+    return 0
+
+
+async def runs(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
+    states = [RunState(s) for s in args.state or ()]
+    found: list[Run] = []
+    async with aclosing(client.list_runs(states=states)) as pages:
+        async for run in pages:
+            found.append(run)
+            if len(found) >= args.limit:
+                break
+    if args.json:
+        out.print_json(to_json(found))
+    else:
+        out.print(runs_table(found))
     return 0
 
 

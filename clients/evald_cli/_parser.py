@@ -4,7 +4,7 @@ subcommands, and its usage errors already exit with 2)."""
 import argparse
 import os
 
-from evald_client import ErrorCategory, TaskType
+from evald_client import ErrorCategory, RunState, TaskType
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 _TASK_TYPES = [t.value for t in TaskType if t is not TaskType.UNSPECIFIED]
@@ -66,6 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--name", help="only the versions of this dataset")
     listing.add_argument("--task-type", choices=_TASK_TYPES)
     listing.add_argument("--json", action="store_true", help="JSON instead of a table")
+
+    runs = commands.add_parser("runs", parents=conn, help="list runs, newest first")
+    runs.add_argument(
+        "--state",
+        action="append",
+        choices=[s.value for s in RunState if s.value != "unspecified"],
+        help="only runs in this state (repeat for several)",
+    )
+    runs.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    runs.add_argument("--json", action="store_true", help="JSON instead of a table")
 
     submit = commands.add_parser("submit", parents=conn, help="submit a run from a spec file")
     submit.add_argument("spec", metavar="SPEC", help="run spec, .toml or .json")

@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from evald_client import Dataset, Model, ResultStatus, Sample, TaskResult
+from evald_client import Dataset, Model, ResultStatus, Run, Sample, TaskResult
 
 _STATUS_STYLE = {
     ResultStatus.SUCCESS: "green",
@@ -73,6 +73,26 @@ def datasets_table(datasets: Iterable[Dataset]) -> Table:
             d.content_sha256[:12],
             d.dataset_id,
             created,
+        )
+    return table
+
+
+def runs_table(runs: Iterable[Run]) -> Table:
+    table = Table(title="runs")
+    for column in ("run", "name", "state", "done", "failed", "models", "datasets", "created"):
+        table.add_column(column)
+    for run in runs:
+        counts = run.progress.counts
+        done = counts.succeeded + counts.failed_permanent + counts.cancelled
+        table.add_row(
+            run.run_id,
+            run.spec.name,
+            run.state.value,
+            f"{done}/{counts.total}",
+            str(counts.failed_permanent),
+            ", ".join(run.spec.model_ids),
+            ", ".join(f"{d.name}@{d.version}" for d in run.spec.datasets),
+            run.created_time.strftime("%Y-%m-%d %H:%M") if run.created_time else "",
         )
     return table
 

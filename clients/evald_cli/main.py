@@ -24,6 +24,7 @@ _CLIENT_COMMANDS: dict[str, Command] = {
     "models": _commands.models,
     "datasets upload": _commands.datasets_upload,
     "datasets list": _commands.datasets_list,
+    "runs": _commands.runs,
     "submit": _commands.submit,
     "watch": _commands.watch,
     "results": _commands.results,
