@@ -1,4 +1,14 @@
-"""A scorer's ScoreReport → the metric and payload parts of TaskEvaluationResult."""
+"""A scorer's ScoreReport → the metric and payload parts of TaskEvaluationResult.
+
+The scoring dataclasses carry the proto messages' field names, so most of them map
+with ``_mirror``; only where the shapes differ (confusion rows, the generation
+payload's ``per_mode``) is the mapping spelled out.
+"""
+
+import dataclasses
+from typing import TypeVar
+
+from google.protobuf.message import Message
 
 from evald.v1 import payloads_pb2, result_pb2
 from evald_server.scoring import (
@@ -7,12 +17,13 @@ from evald_server.scoring import (
     MetricInterval,
     NerPayload,
     QaPayload,
-    RepeatStats,
     ScoreReport,
     SummarizationPayload,
     WorstExample,
 )
 from evald_server.scoring._types import IntervalMethod, Payload
+
+M = TypeVar("M", bound=Message)
 
 _INTERVAL_METHODS = {
     IntervalMethod.BOOTSTRAP_PERCENTILE: result_pb2.INTERVAL_METHOD_BOOTSTRAP_PERCENTILE,
@@ -31,28 +42,13 @@ def _interval(interval: MetricInterval) -> result_pb2.MetricInterval:
     )
 
 
+def _mirror(message_class: type[M], value: object) -> M:
+    """A proto message from a scoring dataclass whose fields carry the same names."""
+    return message_class(**dataclasses.asdict(value))  # type: ignore[call-overload]
+
+
 def _worst(examples: tuple[WorstExample, ...]) -> list[payloads_pb2.WorstExample]:
-    return [
-        payloads_pb2.WorstExample(
-            record_id=e.record_id,
-            repeat_index=e.repeat_index,
-            input=e.input,
-            expected=e.expected,
-            output=e.output,
-            score=e.score,
-            note=e.note,
-        )
-        for e in examples
-    ]
-
-
-def _repeat(stats: RepeatStats) -> result_pb2.RepeatStats:
-    return result_pb2.RepeatStats(
-        repeats=stats.repeats,
-        records=stats.records,
-        mean_within_record_stddev=stats.mean_within_record_stddev,
-        consistent_record_fraction=stats.consistent_record_fraction,
-    )
+    return [_mirror(payloads_pb2.WorstExample, e) for e in examples]
 
 
 def apply_score_report(report: ScoreReport, result: result_pb2.TaskEvaluationResult) -> None:
@@ -64,7 +60,7 @@ def apply_score_report(report: ScoreReport, result: result_pb2.TaskEvaluationRes
         if uncertainty.analytic is not None:
             target.analytic.CopyFrom(_interval(uncertainty.analytic))
     if report.repeat is not None:
-        result.repeat_stats.CopyFrom(_repeat(report.repeat))
+        result.repeat_stats.CopyFrom(_mirror(result_pb2.RepeatStats, report.repeat))
     result.provenance.scorer = report.scorer
     _apply_payload(report.payload, result)
 
@@ -82,73 +78,21 @@ def _apply_payload(payload: Payload, result: result_pb2.TaskEvaluationResult) ->
                 payloads_pb2.ClassificationPayload(
                     labels=payload.labels,
                     confusion_matrix=payloads_pb2.ConfusionMatrix(labels=payload.labels, rows=rows),
-                    per_class=[
-                        payloads_pb2.ClassMetrics(
-                            label=c.label,
-                            precision=c.precision,
-                            recall=c.recall,
-                            f1=c.f1,
-                            support=c.support,
-                        )
-                        for c in payload.per_class
-                    ],
+                    per_class=[_mirror(payloads_pb2.ClassMetrics, c) for c in payload.per_class],
                     unmapped_outputs=payload.unmapped_outputs,
                     worst_examples=_worst(payload.worst_examples),
                 )
             )
         case QaPayload():
-            result.qa.CopyFrom(
-                payloads_pb2.QaPayload(
-                    exact_match=payload.exact_match,
-                    f1=payload.f1,
-                    answered=payload.answered,
-                    no_answer_outputs=payload.no_answer_outputs,
-                    worst_examples=_worst(payload.worst_examples),
-                )
-            )
+            result.qa.CopyFrom(_mirror(payloads_pb2.QaPayload, payload))
         case NerPayload():
-            result.ner.CopyFrom(
-                payloads_pb2.NerPayload(
-                    per_type=[
-                        payloads_pb2.EntityTypeMetrics(
-                            entity_type=t.entity_type,
-                            precision=t.precision,
-                            recall=t.recall,
-                            f1=t.f1,
-                            support=t.support,
-                            predicted=t.predicted,
-                        )
-                        for t in payload.per_type
-                    ],
-                    unparseable_outputs=payload.unparseable_outputs,
-                    worst_examples=_worst(payload.worst_examples),
-                )
-            )
+            result.ner.CopyFrom(_mirror(payloads_pb2.NerPayload, payload))
         case SummarizationPayload():
-            result.summarization.CopyFrom(
-                payloads_pb2.SummarizationPayload(
-                    rouge=[
-                        payloads_pb2.RougeScore(
-                            rouge_type=r.rouge_type,
-                            precision=r.precision,
-                            recall=r.recall,
-                            fmeasure=r.fmeasure,
-                        )
-                        for r in payload.rouge
-                    ],
-                    stemming=payload.stemming,
-                    worst_examples=_worst(payload.worst_examples),
-                )
-            )
+            result.summarization.CopyFrom(_mirror(payloads_pb2.SummarizationPayload, payload))
         case GenerationPayload():
             result.generation.CopyFrom(
                 payloads_pb2.GenerationPayload(
-                    match_modes=[
-                        payloads_pb2.MatchModeStats(
-                            match_mode=m.match_mode, samples=m.samples, correct=m.correct
-                        )
-                        for m in payload.per_mode
-                    ],
+                    match_modes=[_mirror(payloads_pb2.MatchModeStats, m) for m in payload.per_mode],
                     worst_examples=_worst(payload.worst_examples),
                 )
             )
