@@ -4,6 +4,7 @@ subcommands, and its usage errors already exit with 2)."""
 import argparse
 import os
 
+from evald_cli._compare import DEFAULT_ALPHA, alpha_level, drop_threshold, model_pair
 from evald_client import ErrorCategory, RunState, TaskType
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -90,6 +91,39 @@ def build_parser() -> argparse.ArgumentParser:
     results = commands.add_parser("results", parents=conn, help="a run's results")
     results.add_argument("run", metavar="RUN")
     results.add_argument("--json", action="store_true", help="JSON for machines")
+    results.add_argument(
+        "--baseline", metavar="RUN", help="show each metric's change against this run inline"
+    )
+
+    compare = commands.add_parser(
+        "compare",
+        parents=conn,
+        help="compare a candidate run with a baseline run (exit 3 on a significant regression)",
+    )
+    compare.add_argument("baseline", metavar="BASE")
+    compare.add_argument("candidate", metavar="CANDIDATE")
+    compare.add_argument(
+        "--fail-if-drop",
+        action="append",
+        type=drop_threshold,
+        metavar="METRIC=THRESHOLD",
+        help="exit 3 when METRIC drops by more than THRESHOLD and the drop is significant",
+    )
+    compare.add_argument(
+        "--alpha",
+        type=alpha_level,
+        default=DEFAULT_ALPHA,
+        help="significance level of the gate (default %(default)s)",
+    )
+    compare.add_argument(
+        "--pair",
+        action="append",
+        type=model_pair,
+        metavar="BASE_MODEL=CANDIDATE_MODEL",
+        help="compare these two models (repeat; default: by model id, else by position)",
+    )
+    compare.add_argument("--seed", type=_non_negative, default=0, help="random seed (default 0)")
+    compare.add_argument("--json", action="store_true", help="JSON for machines")
 
     samples = commands.add_parser("samples", parents=conn, help="a run's per-sample rows")
     samples.add_argument("run", metavar="RUN")

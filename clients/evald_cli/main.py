@@ -1,7 +1,7 @@
 """The ``evald`` command: parse, connect, run one command, report errors in one line.
 
 Exit codes: 0 success; 1 an error (from the server, a bad spec, a failed watched run);
-2 a usage error; 130 interrupted.
+2 a usage error; 3 ``evald compare`` found a significant regression; 130 interrupted.
 """
 
 import argparse
@@ -14,6 +14,7 @@ import anyio
 from rich.console import Console
 
 from evald_cli import _commands
+from evald_cli._compare import compare
 from evald_cli._errors import CliError
 from evald_cli._parser import build_parser
 from evald_client import AsyncEvaldClient, EvaldError, TlsConfig
@@ -31,6 +32,7 @@ _CLIENT_COMMANDS: dict[str, Command] = {
     "samples": _commands.samples,
     "cancel": _commands.cancel,
     "retry": _commands.retry,
+    "compare": compare,
 }
 
 
