@@ -134,6 +134,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     samples.add_argument("--json", action="store_true", help="JSON for machines")
 
+    contract = commands.add_parser("contract", help="check a server against this client's contract")
+    contract_commands = contract.add_subparsers(dest="contract_command", required=True)
+    check = contract_commands.add_parser(
+        "check",
+        parents=conn,
+        help="is the server a compatible evolution of the contract (exit 4 when not)",
+    )
+    check.add_argument(
+        "--against",
+        metavar="IMAGE_OR_PROTO_DIR",
+        help="the consumer's contract: a buf image (.binpb) or a proto directory "
+        "(default: the contract this client was generated from)",
+    )
+    check.add_argument(
+        "--rules",
+        choices=["FILE", "PACKAGE", "WIRE_JSON", "WIRE"],
+        default="FILE",
+        help="buf breaking rule category (default %(default)s, as evald's release gate)",
+    )
+
     cancel = commands.add_parser("cancel", parents=conn, help="cancel a run")
     cancel.add_argument("run", metavar="RUN")
 
