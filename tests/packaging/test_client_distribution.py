@@ -88,7 +88,12 @@ def test_the_client_wheel_installs_alone_and_runs_a_flow(server: str, tmp_path: 
     assert installed >= ALLOWED
 
     done = subprocess.run(
-        [str(python), "-c", FLOW, server], capture_output=True, text=True, timeout=120, check=False
+        [str(python), "-c", FLOW, server],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "client flow ok"
