@@ -134,6 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     samples.add_argument("--json", action="store_true", help="JSON for machines")
 
+    report = commands.add_parser(
+        "report", parents=conn, help="write a self-contained HTML report of a run"
+    )
+    report.add_argument("run", metavar="RUN")
+    report.add_argument("--baseline", metavar="RUN", help="add a comparison with this run")
+    report.add_argument(
+        "-o", "--output", default="report.html", metavar="FILE", help="default %(default)s"
+    )
+
     contract = commands.add_parser("contract", help="check a server against this client's contract")
     contract_commands = contract.add_subparsers(dest="contract_command", required=True)
     check = contract_commands.add_parser(

@@ -18,6 +18,7 @@ from evald_cli import _commands
 from evald_cli._compare import compare
 from evald_cli._errors import CliError
 from evald_cli._parser import build_parser
+from evald_cli._report import report
 from evald_client import AsyncEvaldClient, EvaldError, TlsConfig
 
 Command = Callable[[AsyncEvaldClient, argparse.Namespace, Console], Awaitable[int]]
@@ -34,6 +35,7 @@ _CLIENT_COMMANDS: dict[str, Command] = {
     "cancel": _commands.cancel,
     "retry": _commands.retry,
     "compare": compare,
+    "report": report,
 }
 
 

@@ -5,14 +5,16 @@ models of known accuracy, one classification and one QA dataset, four finished r
 * ``weaker``: ``sim-60`` (0.60) — a drop of ~0.30 on 300 records: significant;
 * ``peer``: ``sim-90b`` (0.90, another seed) — the same accuracy: no significant change;
 * ``partial``: ``sim-90a`` on the classification dataset only, plus a dataset the
-  baseline never ran (an unmatched task each way).
+  baseline never ran (an unmatched task each way);
+* ``flaky``: ``sim-flaky`` (0.8, a transient fault on 30 % of calls) without retries on
+  the classification dataset: some samples fail permanently.
 """
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from evald_client import EvaldClient
+from evald_client import EvaldClient, RetryPolicy
 from tests.harness import ServerProcess, config_data, write_config
 
 RECORDS = 300
@@ -26,19 +28,26 @@ class KnownRuns:
     weaker: str
     peer: str
     partial: str
+    flaky: str
 
 
-def _model(model_id: str, accuracy: float, seed: int) -> dict[str, object]:
+def _model(model_id: str, accuracy: float, seed: int, faults: float = 0.0) -> dict[str, object]:
+    simulator = {"accuracy": accuracy, "latency_ms_median": 1.0, "seed": seed}
     return {
         "id": model_id,
         "provider": "simulated",
         "max_concurrency": 32,
-        "simulator": {"accuracy": accuracy, "latency_ms_median": 1.0, "seed": seed},
+        "simulator": {**simulator, "fault_rate": faults},
     }
 
 
 def known_runs(tmp_path: Path) -> Iterator[KnownRuns]:
-    models = [_model("sim-90a", 0.9, 1), _model("sim-90b", 0.9, 7), _model("sim-60", 0.6, 3)]
+    models = [
+        _model("sim-90a", 0.9, 1),
+        _model("sim-90b", 0.9, 7),
+        _model("sim-60", 0.6, 3),
+        _model("sim-flaky", 0.8, 5, faults=0.3),
+    ]
     server = ServerProcess(write_config(tmp_path, config_data(tmp_path, models=models)))
     address = server.start()
     try:
@@ -74,6 +83,11 @@ def known_runs(tmp_path: Path) -> Iterator[KnownRuns]:
                 "peer": client.create_run(models=["sim-90b"], datasets=both, name="peer"),
                 "partial": client.create_run(
                     models=["sim-90a"], datasets=[("colours", "1.0.0"), ("extra", "1.0.0")]
+                ),
+                "flaky": client.create_run(
+                    models=["sim-flaky"],
+                    datasets=[("colours", "1.0.0")],
+                    retry_policy=RetryPolicy(max_retries=0),
                 ),
             }
             for run in runs.values():
