@@ -27,6 +27,7 @@ from evald_server.api._registration import add_evaluation_service
 from evald_server.api._servicer import EvaluationServicer
 from evald_server.app import Evald
 from evald_server.config import ConfigError, ServerConfig, ServerSection, load_config
+from evald_server.metrics import metrics_endpoint
 
 log = logging.getLogger("evald.server")
 
@@ -79,7 +80,7 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None 
         raise ConfigError(f"server.listen: cannot bind {config.server.listen}")
     address = f"{config.server.host}:{port}"
 
-    async with Evald.open(config) as app:
+    async with Evald.open(config) as app, metrics_endpoint(app, config.metrics.listen):
         servicer = EvaluationServicer(app, TokenAuthenticator(config.auth), config)
         add_evaluation_service(servicer, server)
         await server.start()

@@ -34,7 +34,7 @@ from evald_server.engine import (
 )
 from evald_server.providers import Provider, build_provider
 from evald_server.scoring import ScoringPool
-from evald_server.store import SqliteStore, Store, StoreError
+from evald_server.store import SqliteStore, StateCounts, Store, StoreError
 
 _log = logging.getLogger(__name__)
 
@@ -259,6 +259,10 @@ class Evald:
             permutations=permutations,
             seed=seed,
         )
+
+    async def state_counts(self) -> StateCounts:
+        """Runs, tasks and subtasks by state, over every tenant (for the metrics)."""
+        return await self.engine.store.state_counts()
 
     def limiter_stats(self) -> list[LimitStats]:
         return self.engine.limiter_stats()
