@@ -25,7 +25,7 @@ body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px;
 h1 { font-size: 1.5rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
 h3 { margin-bottom: .3rem; }
 table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .9rem; }
-th, td { border: 1px solid #ddd; padding: .3rem .55rem; text-align: right; }
+th, td { border: 1px solid #ddd; padding: .3rem .55rem; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child, td.text { text-align: left; }
 th { background: #f4f6f8; }
 .ci { color: #777; font-size: .8rem; }
