@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean
+.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean chromium
 
 all: test
 
@@ -38,6 +38,12 @@ typecheck: venv
 
 pytest: venv
 	$(BIN)/pytest -q
+
+## chromium: Debian's headless browser for the HTML report's browser test (CI runs this;
+## without it that one test is skipped outside CI).
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 fmt: venv
 	$(BIN)/ruff format .

@@ -7,6 +7,7 @@ from pathlib import Path
 import anyio
 from rich.console import Console
 
+from evald_cli._compare import deltas_by_task
 from evald_cli._dashboard import Dashboard
 from evald_cli._errors import CliError
 from evald_cli._render import (
@@ -134,11 +135,17 @@ async def watch(client: AsyncEvaldClient, args: argparse.Namespace, out: Console
 
 async def results(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
     found = await client.results(args.run)
+    deltas = None
+    if args.baseline:
+        comparison = await client.compare_runs(
+            baseline_run_id=args.baseline, candidate_run_id=args.run
+        )
+        deltas = deltas_by_task(comparison)
     if args.json:
         # Plain print: machine output must not be wrapped or styled.
         print(to_json(found))
     else:
-        for table in results_tables(found):
+        for table in results_tables(found, deltas):
             out.print(table)
         if not found:
             out.print("no results yet", highlight=False)

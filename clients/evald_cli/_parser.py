@@ -4,6 +4,7 @@ subcommands, and its usage errors already exit with 2)."""
 import argparse
 import os
 
+from evald_cli._compare import DEFAULT_ALPHA, alpha_level, drop_threshold, model_pair
 from evald_client import ErrorCategory, RunState, TaskType
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -90,6 +91,39 @@ def build_parser() -> argparse.ArgumentParser:
     results = commands.add_parser("results", parents=conn, help="a run's results")
     results.add_argument("run", metavar="RUN")
     results.add_argument("--json", action="store_true", help="JSON for machines")
+    results.add_argument(
+        "--baseline", metavar="RUN", help="show each metric's change against this run inline"
+    )
+
+    compare = commands.add_parser(
+        "compare",
+        parents=conn,
+        help="compare a candidate run with a baseline run (exit 3 on a significant regression)",
+    )
+    compare.add_argument("baseline", metavar="BASE")
+    compare.add_argument("candidate", metavar="CANDIDATE")
+    compare.add_argument(
+        "--fail-if-drop",
+        action="append",
+        type=drop_threshold,
+        metavar="METRIC=THRESHOLD",
+        help="exit 3 when METRIC drops by more than THRESHOLD and the drop is significant",
+    )
+    compare.add_argument(
+        "--alpha",
+        type=alpha_level,
+        default=DEFAULT_ALPHA,
+        help="significance level of the gate (default %(default)s)",
+    )
+    compare.add_argument(
+        "--pair",
+        action="append",
+        type=model_pair,
+        metavar="BASE_MODEL=CANDIDATE_MODEL",
+        help="compare these two models (repeat; default: by model id, else by position)",
+    )
+    compare.add_argument("--seed", type=_non_negative, default=0, help="random seed (default 0)")
+    compare.add_argument("--json", action="store_true", help="JSON for machines")
 
     samples = commands.add_parser("samples", parents=conn, help="a run's per-sample rows")
     samples.add_argument("run", metavar="RUN")
@@ -99,6 +133,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_non_negative, default=50, metavar="N", help="at most N (0: all)"
     )
     samples.add_argument("--json", action="store_true", help="JSON for machines")
+
+    report = commands.add_parser(
+        "report", parents=conn, help="write a self-contained HTML report of a run"
+    )
+    report.add_argument("run", metavar="RUN")
+    report.add_argument("--baseline", metavar="RUN", help="add a comparison with this run")
+    report.add_argument(
+        "-o", "--output", default="report.html", metavar="FILE", help="default %(default)s"
+    )
+
+    contract = commands.add_parser("contract", help="check a server against this client's contract")
+    contract_commands = contract.add_subparsers(dest="contract_command", required=True)
+    check = contract_commands.add_parser(
+        "check",
+        parents=conn,
+        help="is the server a compatible evolution of the contract (exit 4 when not)",
+    )
+    check.add_argument(
+        "--against",
+        metavar="IMAGE_OR_PROTO_DIR",
+        help="the consumer's contract: a buf image (.binpb) or a proto directory "
+        "(default: the contract this client was generated from)",
+    )
+    check.add_argument(
+        "--rules",
+        choices=["FILE", "PACKAGE", "WIRE_JSON", "WIRE"],
+        default="FILE",
+        help="buf breaking rule category (default %(default)s, as evald's release gate)",
+    )
 
     cancel = commands.add_parser("cancel", parents=conn, help="cancel a run")
     cancel.add_argument("run", metavar="RUN")

@@ -10,7 +10,18 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from evald_client import Dataset, Model, ResultStatus, Run, Sample, TaskResult
+from evald_client import (
+    Dataset,
+    MetricComparison,
+    Model,
+    ResultStatus,
+    Run,
+    Sample,
+    TaskResult,
+)
+
+# candidate task id → metric → its comparison with the baseline (``results --baseline``).
+Deltas = Mapping[str, Mapping[str, MetricComparison]]
 
 _STATUS_STYLE = {
     ResultStatus.SUCCESS: "green",
@@ -102,7 +113,7 @@ def is_latency(metric: str) -> bool:
     return "latency" in metric or metric.endswith("_ms")
 
 
-def _metric_cell(result: TaskResult, name: str) -> Text:
+def _metric_cell(result: TaskResult, name: str, deltas: Deltas) -> Text:
     value = result.metrics.get(name)
     if value is None:
         return Text("")
@@ -111,12 +122,18 @@ def _metric_cell(result: TaskResult, name: str) -> Text:
     interval = uncertainty.preferred if uncertainty else None
     if interval is not None:
         text.append(f"\n{interval.lower:.2f}–{interval.upper:.2f}", style="dim")
+    change = deltas.get(result.task_id, {}).get(name)
+    if change is not None:
+        style = "dim" if change.p_value >= 0.05 else "green" if change.delta > 0 else "red"
+        mark = "" if change.p_value >= 0.05 else "*"
+        text.append(f"\nΔ {change.delta:+.3f}{mark}", style=style)
     return text
 
 
-def results_tables(results: Iterable[TaskResult]) -> list[Table]:
+def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) -> list[Table]:
     """One table per dataset version, one row per model, one column per score (with its
-    95 % interval beneath), then samples and latency."""
+    95 % interval beneath and, given ``deltas``, the change against a baseline run:
+    ``*`` when significant at 0.05), then samples and latency."""
     by_benchmark: dict[tuple[str, str], list[TaskResult]] = {}
     for result in results:
         key = (result.benchmark.name, result.benchmark.version)
@@ -136,7 +153,7 @@ def results_tables(results: Iterable[TaskResult]) -> list[Table]:
             table.add_row(
                 r.model.model_id,
                 Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")),
-                *(_metric_cell(r, metric) for metric in metrics),
+                *(_metric_cell(r, metric, deltas or {}) for metric in metrics),
                 f"{profile.samples_succeeded}/{profile.samples_total}",
                 f"{profile.latency_p50_ms:.0f}",
                 f"{profile.latency_p99_ms:.0f}",

@@ -1,7 +1,8 @@
 """The ``evald`` command: parse, connect, run one command, report errors in one line.
 
 Exit codes: 0 success; 1 an error (from the server, a bad spec, a failed watched run);
-2 a usage error; 130 interrupted.
+2 a usage error; 3 ``evald compare`` found a significant regression; 4 ``evald contract
+check`` found the server incompatible; 130 interrupted.
 """
 
 import argparse
@@ -14,8 +15,10 @@ import anyio
 from rich.console import Console
 
 from evald_cli import _commands
+from evald_cli._compare import compare
 from evald_cli._errors import CliError
 from evald_cli._parser import build_parser
+from evald_cli._report import report
 from evald_client import AsyncEvaldClient, EvaldError, TlsConfig
 
 Command = Callable[[AsyncEvaldClient, argparse.Namespace, Console], Awaitable[int]]
@@ -31,6 +34,8 @@ _CLIENT_COMMANDS: dict[str, Command] = {
     "samples": _commands.samples,
     "cancel": _commands.cancel,
     "retry": _commands.retry,
+    "compare": compare,
+    "report": report,
 }
 
 
@@ -54,6 +59,10 @@ def _dispatch(args: argparse.Namespace, out: Console) -> int:
         from evald_cli._demo import demo
 
         return demo(out, keep=args.keep, latency_scale=args.latency_scale)
+    if args.command == "contract":
+        from evald_cli._contract import contract_check
+
+        return contract_check(args)
     name = args.command
     if name == "datasets":
         name = f"datasets {args.datasets_command}"

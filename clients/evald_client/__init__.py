@@ -14,6 +14,15 @@ code stays behind this package::
 
 from evald_client._channel import TlsConfig
 from evald_client._client import AsyncEvaldClient
+from evald_client._comparison import (
+    MetricComparison,
+    ModelPair,
+    PairedTest,
+    RunComparison,
+    TaskComparison,
+    TaskPairing,
+    UnmatchedTask,
+)
 from evald_client._enums import (
     ErrorCategory,
     IntervalMethod,
@@ -114,13 +123,16 @@ __all__ = [
     "IntervalMethod",
     "InvalidArgument",
     "MatchModeStats",
+    "MetricComparison",
     "MetricInterval",
     "MetricUncertainty",
     "Model",
     "ModelIdentity",
+    "ModelPair",
     "NerPayload",
     "NotFound",
     "OutOfRange",
+    "PairedTest",
     "Payload",
     "PermissionDenied",
     "Progress",
@@ -135,6 +147,7 @@ __all__ = [
     "RetryPolicy",
     "RougeScore",
     "Run",
+    "RunComparison",
     "RunEvent",
     "RunProgress",
     "RunSpec",
@@ -145,6 +158,8 @@ __all__ = [
     "SubtaskCounts",
     "SubtaskState",
     "SummarizationPayload",
+    "TaskComparison",
+    "TaskPairing",
     "TaskProgress",
     "TaskResult",
     "TaskScored",
@@ -153,5 +168,6 @@ __all__ = [
     "TlsConfig",
     "Unauthenticated",
     "Unavailable",
+    "UnmatchedTask",
     "WorstExample",
 ]

@@ -12,6 +12,8 @@ import grpc
 from evald.v1 import dataset_pb2, run_pb2, service_pb2, service_pb2_grpc
 from evald_client import _convert as convert
 from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig, open_channel
+from evald_client._comparison import ModelPair, RunComparison
+from evald_client._convert_comparison import comparison_from_proto, model_pair_to_proto
 from evald_client._enums import ErrorCategory, RunState, SubtaskState, TaskType
 from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
 from evald_client._events import RunEvent
@@ -299,6 +301,30 @@ class AsyncEvaldClient:
             convert.result_from_proto(item)
             async for item in self._pages(self._stub.ListResults, request, "results")
         ]
+
+    async def compare_runs(
+        self,
+        *,
+        baseline_run_id: str,
+        candidate_run_id: str,
+        model_pairs: Iterable[ModelPair | tuple[str, str]] = (),
+        resamples: int = 0,
+        permutations: int = 0,
+        seed: int = 0,
+    ) -> RunComparison:
+        """Compare two finished runs (``CompareRuns``): per matched task and headline
+        metric, the delta, its paired bootstrap interval and a paired test's p-value."""
+        pairs = [p if isinstance(p, ModelPair) else ModelPair(*p) for p in model_pairs]
+        request = service_pb2.CompareRunsRequest(
+            baseline_run_id=baseline_run_id,
+            candidate_run_id=candidate_run_id,
+            model_pairs=[model_pair_to_proto(p) for p in pairs],
+            resamples=resamples,
+            permutations=permutations,
+            seed=seed,
+        )
+        response = await self._call(self._stub.CompareRuns, request)
+        return comparison_from_proto(response.comparison)
 
     async def samples(
         self,

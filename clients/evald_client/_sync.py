@@ -22,6 +22,7 @@ from anyio.from_thread import BlockingPortal
 
 from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig
 from evald_client._client import DEFAULT_CHUNK_BYTES, DEFAULT_TIMEOUT_S, AsyncEvaldClient
+from evald_client._comparison import ModelPair, RunComparison
 from evald_client._enums import ErrorCategory, RunState, SubtaskState, TaskType
 from evald_client._events import RunEvent
 from evald_client._models import (
@@ -268,6 +269,28 @@ class EvaldClient:
 
     def results(self, run_id: str, *, task_ids: Iterable[str] = ()) -> list[TaskResult]:
         return self._portal.call(functools.partial(self._client.results, run_id, task_ids=task_ids))
+
+    def compare_runs(
+        self,
+        *,
+        baseline_run_id: str,
+        candidate_run_id: str,
+        model_pairs: Iterable[ModelPair | tuple[str, str]] = (),
+        resamples: int = 0,
+        permutations: int = 0,
+        seed: int = 0,
+    ) -> RunComparison:
+        return self._portal.call(
+            functools.partial(
+                self._client.compare_runs,
+                baseline_run_id=baseline_run_id,
+                candidate_run_id=candidate_run_id,
+                model_pairs=model_pairs,
+                resamples=resamples,
+                permutations=permutations,
+                seed=seed,
+            )
+        )
 
     def samples(
         self,

@@ -133,6 +133,32 @@ class LimitsSection(_Section):
     events_retained_per_run: Annotated[int, Field(ge=100)] = 100_000
 
 
+class MetricsSection(_Section):
+    # The endpoint has no authentication: loopback only (a sidecar or node agent scrapes).
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _loopback(cls, listen: str | None) -> str | None:
+        if listen is None:
+            return None
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("must be HOST:PORT")
+        host = host.strip("[]")
+        loopback = host == "localhost"
+        if not loopback:
+            try:
+                loopback = ipaddress.ip_address(host).is_loopback
+            except ValueError:
+                loopback = False
+        if not loopback:
+            raise ValueError(
+                f"must be a loopback address (the endpoint has no authentication), not {host!r}"
+            )
+        return listen
+
+
 class TokenEntry(_Section):
     tenant: Annotated[str, Field(min_length=1, max_length=128)]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -148,6 +174,7 @@ class ServerConfig(_Section):
     limits: LimitsSection = LimitsSection()
     models: tuple[ModelConfig, ...] = ()
     auth: AuthSection = AuthSection()
+    metrics: MetricsSection = MetricsSection()
 
     @model_validator(mode="after")
     def _unique_ids_and_local_mode(self) -> "ServerConfig":

@@ -38,6 +38,7 @@ RPCS = [
     "WatchRun",
     "ListResults",
     "ListSamples",
+    "CompareRuns",
 ]
 BUF = Path(".venv/bin/buf")
 SECRET_KEY = "sk-test-never-on-the-wire"
@@ -137,3 +138,11 @@ async def test_buf_curl_lists_calls_and_watches_through_reflection(address: str)
     events = [e["event"] for e in json.loads("[" + streamed.replace("}\n{", "},\n{") + "]")]
     assert [int(e["seq"]) for e in events] == list(range(1, final.last_seq + 1))
     assert events[-1]["stateChanged"]["state"] == "RUN_STATE_SUCCEEDED"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", ["grpc-v1", "grpc-v1alpha"])
+async def test_reflection_answers_v1_and_v1alpha(address: str, protocol: str) -> None:
+    listed = await _buf_curl("--reflect-protocol", protocol, "--list-methods", f"http://{address}")
+    assert {f"{SERVICE}/{rpc}" for rpc in RPCS} <= set(listed.split())
+    assert "grpc.reflection.v1.ServerReflection/ServerReflectionInfo" in listed.split()

@@ -19,11 +19,13 @@ YES = {"input": "q", "reference": "yes"}
 
 def test_public_surface() -> None:
     assert sorted(scoring.__all__) == [
+        "BaseScorer",
         "ClassMetrics",
         "ClassificationPayload",
         "EncodedPage",
         "EncodedSample",
         "EntityTypeMetrics",
+        "Evaluation",
         "GenerationPayload",
         "IntervalMethod",
         "MatchModeStats",

@@ -22,6 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from evald.v1 import comparison_pb2 as evald_dot_v1_dot_comparison__pb2
 from evald.v1 import dataset_pb2 as evald_dot_v1_dot_dataset__pb2
 from evald.v1 import enums_pb2 as evald_dot_v1_dot_enums__pb2
 from evald.v1 import errors_pb2 as evald_dot_v1_dot_errors__pb2
@@ -33,7 +34,7 @@ from evald.v1 import sample_pb2 as evald_dot_v1_dot_sample__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x65vald/v1/service.proto\x12\x08\x65vald.v1\x1a\x16\x65vald/v1/dataset.proto\x1a\x14\x65vald/v1/enums.proto\x1a\x15\x65vald/v1/errors.proto\x1a\x14\x65vald/v1/event.proto\x1a\x14\x65vald/v1/model.proto\x1a\x15\x65vald/v1/result.proto\x1a\x12\x65vald/v1/run.proto\x1a\x15\x65vald/v1/sample.proto\x1a\x1fgoogle/api/field_behavior.proto\"\x13\n\x11ListModelsRequest\"5\n\x12ListModelsResponse\x12\x1f\n\x06models\x18\x01 \x03(\x0b\x32\x0f.evald.v1.Model\"c\n\x14UploadDatasetRequest\x12/\n\x06header\x18\x01 \x01(\x0b\x32\x1d.evald.v1.UploadDatasetHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\t\n\x07\x63ontent\"L\n\x15UploadDatasetResponse\x12\"\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x11.evald.v1.Dataset\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"e\n\x11GetDatasetRequest\x12\x1a\n\ndataset_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01H\x00\x12)\n\x03ref\x18\x02 \x01(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x01H\x00\x42\t\n\x07\x64\x61taset\"8\n\x12GetDatasetResponse\x12\"\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x11.evald.v1.Dataset\"\x89\x01\n\x13ListDatasetsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12+\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskTypeB\x04\xe2\x41\x01\x01\"T\n\x14ListDatasetsResponse\x12#\n\x08\x64\x61tasets\x18\x01 \x03(\x0b\x32\x11.evald.v1.Dataset\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"S\n\x10\x43reateRunRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x11.evald.v1.RunSpecB\x04\xe2\x41\x01\x02\x12\x18\n\nrequest_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\"/\n\x11\x43reateRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\"%\n\rGetRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\",\n\x0eGetRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\"n\n\x0fListRunsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12(\n\x06states\x18\x03 \x03(\x0e\x32\x12.evald.v1.RunStateB\x04\xe2\x41\x01\x01\"H\n\x10ListRunsResponse\x12\x1b\n\x04runs\x18\x01 \x03(\x0b\x32\r.evald.v1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x10\x43\x61ncelRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"/\n\x11\x43\x61ncelRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\"r\n\x0fRetryRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08task_ids\x18\x02 \x03(\tB\x04\xe2\x41\x01\x01\x12\x31\n\ncategories\x18\x03 \x03(\x0e\x32\x17.evald.v1.ErrorCategoryB\x04\xe2\x41\x01\x01\"@\n\x10RetryRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\x12\x10\n\x08requeued\x18\x02 \x01(\x03\"@\n\x0fWatchRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tafter_seq\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x01\"5\n\x10WatchRunResponse\x12!\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x12.evald.v1.RunEvent\"u\n\x12ListResultsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x16\n\x08task_ids\x18\x04 \x03(\tB\x04\xe2\x41\x01\x01\"_\n\x13ListResultsResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.evald.v1.TaskEvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa2\x01\n\x12ListSamplesRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07task_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12,\n\x06states\x18\x03 \x03(\x0e\x32\x16.evald.v1.SubtaskStateB\x04\xe2\x41\x01\x01\x12\x17\n\tpage_size\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"Q\n\x13ListSamplesResponse\x12!\n\x07samples\x18\x01 \x03(\x0b\x32\x10.evald.v1.Sample\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xf4\x06\n\x11\x45valuationService\x12G\n\nListModels\x12\x1b.evald.v1.ListModelsRequest\x1a\x1c.evald.v1.ListModelsResponse\x12R\n\rUploadDataset\x12\x1e.evald.v1.UploadDatasetRequest\x1a\x1f.evald.v1.UploadDatasetResponse(\x01\x12G\n\nGetDataset\x12\x1b.evald.v1.GetDatasetRequest\x1a\x1c.evald.v1.GetDatasetResponse\x12M\n\x0cListDatasets\x12\x1d.evald.v1.ListDatasetsRequest\x1a\x1e.evald.v1.ListDatasetsResponse\x12\x44\n\tCreateRun\x12\x1a.evald.v1.CreateRunRequest\x1a\x1b.evald.v1.CreateRunResponse\x12;\n\x06GetRun\x12\x17.evald.v1.GetRunRequest\x1a\x18.evald.v1.GetRunResponse\x12\x41\n\x08ListRuns\x12\x19.evald.v1.ListRunsRequest\x1a\x1a.evald.v1.ListRunsResponse\x12\x44\n\tCancelRun\x12\x1a.evald.v1.CancelRunRequest\x1a\x1b.evald.v1.CancelRunResponse\x12\x41\n\x08RetryRun\x12\x19.evald.v1.RetryRunRequest\x1a\x1a.evald.v1.RetryRunResponse\x12\x43\n\x08WatchRun\x12\x19.evald.v1.WatchRunRequest\x1a\x1a.evald.v1.WatchRunResponse0\x01\x12J\n\x0bListResults\x12\x1c.evald.v1.ListResultsRequest\x1a\x1d.evald.v1.ListResultsResponse\x12J\n\x0bListSamples\x12\x1c.evald.v1.ListSamplesRequest\x1a\x1d.evald.v1.ListSamplesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x65vald/v1/service.proto\x12\x08\x65vald.v1\x1a\x19\x65vald/v1/comparison.proto\x1a\x16\x65vald/v1/dataset.proto\x1a\x14\x65vald/v1/enums.proto\x1a\x15\x65vald/v1/errors.proto\x1a\x14\x65vald/v1/event.proto\x1a\x14\x65vald/v1/model.proto\x1a\x15\x65vald/v1/result.proto\x1a\x12\x65vald/v1/run.proto\x1a\x15\x65vald/v1/sample.proto\x1a\x1fgoogle/api/field_behavior.proto\"\x13\n\x11ListModelsRequest\"5\n\x12ListModelsResponse\x12\x1f\n\x06models\x18\x01 \x03(\x0b\x32\x0f.evald.v1.Model\"c\n\x14UploadDatasetRequest\x12/\n\x06header\x18\x01 \x01(\x0b\x32\x1d.evald.v1.UploadDatasetHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\t\n\x07\x63ontent\"L\n\x15UploadDatasetResponse\x12\"\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x11.evald.v1.Dataset\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"e\n\x11GetDatasetRequest\x12\x1a\n\ndataset_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01H\x00\x12)\n\x03ref\x18\x02 \x01(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x01H\x00\x42\t\n\x07\x64\x61taset\"8\n\x12GetDatasetResponse\x12\"\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x11.evald.v1.Dataset\"\x89\x01\n\x13ListDatasetsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12+\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskTypeB\x04\xe2\x41\x01\x01\"T\n\x14ListDatasetsResponse\x12#\n\x08\x64\x61tasets\x18\x01 \x03(\x0b\x32\x11.evald.v1.Dataset\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"S\n\x10\x43reateRunRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x11.evald.v1.RunSpecB\x04\xe2\x41\x01\x02\x12\x18\n\nrequest_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\"/\n\x11\x43reateRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\"%\n\rGetRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\",\n\x0eGetRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\"n\n\x0fListRunsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12(\n\x06states\x18\x03 \x03(\x0e\x32\x12.evald.v1.RunStateB\x04\xe2\x41\x01\x01\"H\n\x10ListRunsResponse\x12\x1b\n\x04runs\x18\x01 \x03(\x0b\x32\r.evald.v1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x10\x43\x61ncelRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"/\n\x11\x43\x61ncelRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\"r\n\x0fRetryRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08task_ids\x18\x02 \x03(\tB\x04\xe2\x41\x01\x01\x12\x31\n\ncategories\x18\x03 \x03(\x0e\x32\x17.evald.v1.ErrorCategoryB\x04\xe2\x41\x01\x01\"@\n\x10RetryRunResponse\x12\x1a\n\x03run\x18\x01 \x01(\x0b\x32\r.evald.v1.Run\x12\x10\n\x08requeued\x18\x02 \x01(\x03\"@\n\x0fWatchRunRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tafter_seq\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x01\"5\n\x10WatchRunResponse\x12!\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x12.evald.v1.RunEvent\"u\n\x12ListResultsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x16\n\x08task_ids\x18\x04 \x03(\tB\x04\xe2\x41\x01\x01\"_\n\x13ListResultsResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.evald.v1.TaskEvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa2\x01\n\x12ListSamplesRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07task_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12,\n\x06states\x18\x03 \x03(\x0e\x32\x16.evald.v1.SubtaskStateB\x04\xe2\x41\x01\x01\x12\x17\n\tpage_size\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"Q\n\x13ListSamplesResponse\x12!\n\x07samples\x18\x01 \x03(\x0b\x32\x10.evald.v1.Sample\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xcc\x01\n\x12\x43ompareRunsRequest\x12\x1d\n\x0f\x62\x61seline_run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10\x63\x61ndidate_run_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12.\n\x0bmodel_pairs\x18\x03 \x03(\x0b\x32\x13.evald.v1.ModelPairB\x04\xe2\x41\x01\x01\x12\x17\n\tresamples\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x1a\n\x0cpermutations\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x12\n\x04seed\x18\x06 \x01(\x04\x42\x04\xe2\x41\x01\x01\"B\n\x13\x43ompareRunsResponse\x12+\n\ncomparison\x18\x01 \x01(\x0b\x32\x17.evald.v1.RunComparison2\xc0\x07\n\x11\x45valuationService\x12G\n\nListModels\x12\x1b.evald.v1.ListModelsRequest\x1a\x1c.evald.v1.ListModelsResponse\x12R\n\rUploadDataset\x12\x1e.evald.v1.UploadDatasetRequest\x1a\x1f.evald.v1.UploadDatasetResponse(\x01\x12G\n\nGetDataset\x12\x1b.evald.v1.GetDatasetRequest\x1a\x1c.evald.v1.GetDatasetResponse\x12M\n\x0cListDatasets\x12\x1d.evald.v1.ListDatasetsRequest\x1a\x1e.evald.v1.ListDatasetsResponse\x12\x44\n\tCreateRun\x12\x1a.evald.v1.CreateRunRequest\x1a\x1b.evald.v1.CreateRunResponse\x12;\n\x06GetRun\x12\x17.evald.v1.GetRunRequest\x1a\x18.evald.v1.GetRunResponse\x12\x41\n\x08ListRuns\x12\x19.evald.v1.ListRunsRequest\x1a\x1a.evald.v1.ListRunsResponse\x12\x44\n\tCancelRun\x12\x1a.evald.v1.CancelRunRequest\x1a\x1b.evald.v1.CancelRunResponse\x12\x41\n\x08RetryRun\x12\x19.evald.v1.RetryRunRequest\x1a\x1a.evald.v1.RetryRunResponse\x12\x43\n\x08WatchRun\x12\x19.evald.v1.WatchRunRequest\x1a\x1a.evald.v1.WatchRunResponse0\x01\x12J\n\x0bListResults\x12\x1c.evald.v1.ListResultsRequest\x1a\x1d.evald.v1.ListResultsResponse\x12J\n\x0bListSamples\x12\x1c.evald.v1.ListSamplesRequest\x1a\x1d.evald.v1.ListSamplesResponse\x12J\n\x0b\x43ompareRuns\x12\x1c.evald.v1.CompareRunsRequest\x1a\x1d.evald.v1.CompareRunsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -94,54 +95,70 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTSAMPLESREQUEST'].fields_by_name['page_size']._serialized_options = b'\342A\001\001'
   _globals['_LISTSAMPLESREQUEST'].fields_by_name['page_token']._loaded_options = None
   _globals['_LISTSAMPLESREQUEST'].fields_by_name['page_token']._serialized_options = b'\342A\001\001'
-  _globals['_LISTMODELSREQUEST']._serialized_start=248
-  _globals['_LISTMODELSREQUEST']._serialized_end=267
-  _globals['_LISTMODELSRESPONSE']._serialized_start=269
-  _globals['_LISTMODELSRESPONSE']._serialized_end=322
-  _globals['_UPLOADDATASETREQUEST']._serialized_start=324
-  _globals['_UPLOADDATASETREQUEST']._serialized_end=423
-  _globals['_UPLOADDATASETRESPONSE']._serialized_start=425
-  _globals['_UPLOADDATASETRESPONSE']._serialized_end=501
-  _globals['_GETDATASETREQUEST']._serialized_start=503
-  _globals['_GETDATASETREQUEST']._serialized_end=604
-  _globals['_GETDATASETRESPONSE']._serialized_start=606
-  _globals['_GETDATASETRESPONSE']._serialized_end=662
-  _globals['_LISTDATASETSREQUEST']._serialized_start=665
-  _globals['_LISTDATASETSREQUEST']._serialized_end=802
-  _globals['_LISTDATASETSRESPONSE']._serialized_start=804
-  _globals['_LISTDATASETSRESPONSE']._serialized_end=888
-  _globals['_CREATERUNREQUEST']._serialized_start=890
-  _globals['_CREATERUNREQUEST']._serialized_end=973
-  _globals['_CREATERUNRESPONSE']._serialized_start=975
-  _globals['_CREATERUNRESPONSE']._serialized_end=1022
-  _globals['_GETRUNREQUEST']._serialized_start=1024
-  _globals['_GETRUNREQUEST']._serialized_end=1061
-  _globals['_GETRUNRESPONSE']._serialized_start=1063
-  _globals['_GETRUNRESPONSE']._serialized_end=1107
-  _globals['_LISTRUNSREQUEST']._serialized_start=1109
-  _globals['_LISTRUNSREQUEST']._serialized_end=1219
-  _globals['_LISTRUNSRESPONSE']._serialized_start=1221
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1293
-  _globals['_CANCELRUNREQUEST']._serialized_start=1295
-  _globals['_CANCELRUNREQUEST']._serialized_end=1335
-  _globals['_CANCELRUNRESPONSE']._serialized_start=1337
-  _globals['_CANCELRUNRESPONSE']._serialized_end=1384
-  _globals['_RETRYRUNREQUEST']._serialized_start=1386
-  _globals['_RETRYRUNREQUEST']._serialized_end=1500
-  _globals['_RETRYRUNRESPONSE']._serialized_start=1502
-  _globals['_RETRYRUNRESPONSE']._serialized_end=1566
-  _globals['_WATCHRUNREQUEST']._serialized_start=1568
-  _globals['_WATCHRUNREQUEST']._serialized_end=1632
-  _globals['_WATCHRUNRESPONSE']._serialized_start=1634
-  _globals['_WATCHRUNRESPONSE']._serialized_end=1687
-  _globals['_LISTRESULTSREQUEST']._serialized_start=1689
-  _globals['_LISTRESULTSREQUEST']._serialized_end=1806
-  _globals['_LISTRESULTSRESPONSE']._serialized_start=1808
-  _globals['_LISTRESULTSRESPONSE']._serialized_end=1903
-  _globals['_LISTSAMPLESREQUEST']._serialized_start=1906
-  _globals['_LISTSAMPLESREQUEST']._serialized_end=2068
-  _globals['_LISTSAMPLESRESPONSE']._serialized_start=2070
-  _globals['_LISTSAMPLESRESPONSE']._serialized_end=2151
-  _globals['_EVALUATIONSERVICE']._serialized_start=2154
-  _globals['_EVALUATIONSERVICE']._serialized_end=3038
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['baseline_run_id']._loaded_options = None
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['baseline_run_id']._serialized_options = b'\342A\001\002'
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['candidate_run_id']._loaded_options = None
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['candidate_run_id']._serialized_options = b'\342A\001\002'
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['model_pairs']._loaded_options = None
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['model_pairs']._serialized_options = b'\342A\001\001'
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['resamples']._loaded_options = None
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['resamples']._serialized_options = b'\342A\001\001'
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['permutations']._loaded_options = None
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['permutations']._serialized_options = b'\342A\001\001'
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['seed']._loaded_options = None
+  _globals['_COMPARERUNSREQUEST'].fields_by_name['seed']._serialized_options = b'\342A\001\001'
+  _globals['_LISTMODELSREQUEST']._serialized_start=275
+  _globals['_LISTMODELSREQUEST']._serialized_end=294
+  _globals['_LISTMODELSRESPONSE']._serialized_start=296
+  _globals['_LISTMODELSRESPONSE']._serialized_end=349
+  _globals['_UPLOADDATASETREQUEST']._serialized_start=351
+  _globals['_UPLOADDATASETREQUEST']._serialized_end=450
+  _globals['_UPLOADDATASETRESPONSE']._serialized_start=452
+  _globals['_UPLOADDATASETRESPONSE']._serialized_end=528
+  _globals['_GETDATASETREQUEST']._serialized_start=530
+  _globals['_GETDATASETREQUEST']._serialized_end=631
+  _globals['_GETDATASETRESPONSE']._serialized_start=633
+  _globals['_GETDATASETRESPONSE']._serialized_end=689
+  _globals['_LISTDATASETSREQUEST']._serialized_start=692
+  _globals['_LISTDATASETSREQUEST']._serialized_end=829
+  _globals['_LISTDATASETSRESPONSE']._serialized_start=831
+  _globals['_LISTDATASETSRESPONSE']._serialized_end=915
+  _globals['_CREATERUNREQUEST']._serialized_start=917
+  _globals['_CREATERUNREQUEST']._serialized_end=1000
+  _globals['_CREATERUNRESPONSE']._serialized_start=1002
+  _globals['_CREATERUNRESPONSE']._serialized_end=1049
+  _globals['_GETRUNREQUEST']._serialized_start=1051
+  _globals['_GETRUNREQUEST']._serialized_end=1088
+  _globals['_GETRUNRESPONSE']._serialized_start=1090
+  _globals['_GETRUNRESPONSE']._serialized_end=1134
+  _globals['_LISTRUNSREQUEST']._serialized_start=1136
+  _globals['_LISTRUNSREQUEST']._serialized_end=1246
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1248
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1320
+  _globals['_CANCELRUNREQUEST']._serialized_start=1322
+  _globals['_CANCELRUNREQUEST']._serialized_end=1362
+  _globals['_CANCELRUNRESPONSE']._serialized_start=1364
+  _globals['_CANCELRUNRESPONSE']._serialized_end=1411
+  _globals['_RETRYRUNREQUEST']._serialized_start=1413
+  _globals['_RETRYRUNREQUEST']._serialized_end=1527
+  _globals['_RETRYRUNRESPONSE']._serialized_start=1529
+  _globals['_RETRYRUNRESPONSE']._serialized_end=1593
+  _globals['_WATCHRUNREQUEST']._serialized_start=1595
+  _globals['_WATCHRUNREQUEST']._serialized_end=1659
+  _globals['_WATCHRUNRESPONSE']._serialized_start=1661
+  _globals['_WATCHRUNRESPONSE']._serialized_end=1714
+  _globals['_LISTRESULTSREQUEST']._serialized_start=1716
+  _globals['_LISTRESULTSREQUEST']._serialized_end=1833
+  _globals['_LISTRESULTSRESPONSE']._serialized_start=1835
+  _globals['_LISTRESULTSRESPONSE']._serialized_end=1930
+  _globals['_LISTSAMPLESREQUEST']._serialized_start=1933
+  _globals['_LISTSAMPLESREQUEST']._serialized_end=2095
+  _globals['_LISTSAMPLESRESPONSE']._serialized_start=2097
+  _globals['_LISTSAMPLESRESPONSE']._serialized_end=2178
+  _globals['_COMPARERUNSREQUEST']._serialized_start=2181
+  _globals['_COMPARERUNSREQUEST']._serialized_end=2385
+  _globals['_COMPARERUNSRESPONSE']._serialized_start=2387
+  _globals['_COMPARERUNSRESPONSE']._serialized_end=2453
+  _globals['_EVALUATIONSERVICE']._serialized_start=2456
+  _globals['_EVALUATIONSERVICE']._serialized_end=3416
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from evald.v1 import comparison_pb2 as _comparison_pb2
 from evald.v1 import dataset_pb2 as _dataset_pb2
 from evald.v1 import enums_pb2 as _enums_pb2
 from evald.v1 import errors_pb2 as _errors_pb2
@@ -204,3 +205,25 @@ class ListSamplesResponse(_message.Message):
     samples: _containers.RepeatedCompositeFieldContainer[_sample_pb2.Sample]
     next_page_token: str
     def __init__(self, samples: _Optional[_Iterable[_Union[_sample_pb2.Sample, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CompareRunsRequest(_message.Message):
+    __slots__ = ("baseline_run_id", "candidate_run_id", "model_pairs", "resamples", "permutations", "seed")
+    BASELINE_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_PAIRS_FIELD_NUMBER: _ClassVar[int]
+    RESAMPLES_FIELD_NUMBER: _ClassVar[int]
+    PERMUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    baseline_run_id: str
+    candidate_run_id: str
+    model_pairs: _containers.RepeatedCompositeFieldContainer[_comparison_pb2.ModelPair]
+    resamples: int
+    permutations: int
+    seed: int
+    def __init__(self, baseline_run_id: _Optional[str] = ..., candidate_run_id: _Optional[str] = ..., model_pairs: _Optional[_Iterable[_Union[_comparison_pb2.ModelPair, _Mapping]]] = ..., resamples: _Optional[int] = ..., permutations: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class CompareRunsResponse(_message.Message):
+    __slots__ = ("comparison",)
+    COMPARISON_FIELD_NUMBER: _ClassVar[int]
+    comparison: _comparison_pb2.RunComparison
+    def __init__(self, comparison: _Optional[_Union[_comparison_pb2.RunComparison, _Mapping]] = ...) -> None: ...

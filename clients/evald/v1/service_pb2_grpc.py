@@ -102,6 +102,11 @@ class EvaluationServiceStub:
                 request_serializer=evald_dot_v1_dot_service__pb2.ListSamplesRequest.SerializeToString,
                 response_deserializer=evald_dot_v1_dot_service__pb2.ListSamplesResponse.FromString,
                 _registered_method=True)
+        self.CompareRuns = channel.unary_unary(
+                '/evald.v1.EvaluationService/CompareRuns',
+                request_serializer=evald_dot_v1_dot_service__pb2.CompareRunsRequest.SerializeToString,
+                response_deserializer=evald_dot_v1_dot_service__pb2.CompareRunsResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluationServiceServicer:
@@ -204,6 +209,15 @@ class EvaluationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompareRuns(self, request, context):
+        """Compares a candidate run with a baseline run: tasks matched by model and dataset
+        version, samples paired by record and repeat, every headline metric with its delta,
+        a paired bootstrap interval and a paired test. Both runs must be finished.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -266,6 +280,11 @@ def add_EvaluationServiceServicer_to_server(servicer, server):
                     servicer.ListSamples,
                     request_deserializer=evald_dot_v1_dot_service__pb2.ListSamplesRequest.FromString,
                     response_serializer=evald_dot_v1_dot_service__pb2.ListSamplesResponse.SerializeToString,
+            ),
+            'CompareRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompareRuns,
+                    request_deserializer=evald_dot_v1_dot_service__pb2.CompareRunsRequest.FromString,
+                    response_serializer=evald_dot_v1_dot_service__pb2.CompareRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -600,6 +619,33 @@ class EvaluationService:
             '/evald.v1.EvaluationService/ListSamples',
             evald_dot_v1_dot_service__pb2.ListSamplesRequest.SerializeToString,
             evald_dot_v1_dot_service__pb2.ListSamplesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompareRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evald.v1.EvaluationService/CompareRuns',
+            evald_dot_v1_dot_service__pb2.CompareRunsRequest.SerializeToString,
+            evald_dot_v1_dot_service__pb2.CompareRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

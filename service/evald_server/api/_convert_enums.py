@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
-from evald.v1 import enums_pb2, errors_pb2
+from evald.v1 import comparison_pb2, enums_pb2, errors_pb2
+from evald_server.comparison import PairedTest, TaskPairing
 from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
@@ -30,6 +31,8 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     ResultStatus: (enums_pb2.ResultStatus, "RESULT_STATUS_"),
     ErrorCategory: (errors_pb2.ErrorCategory, "ERROR_CATEGORY_"),
     ErrorReason: (errors_pb2.ErrorReason, "ERROR_REASON_"),
+    PairedTest: (comparison_pb2.PairedTest, "PAIRED_TEST_"),
+    TaskPairing: (comparison_pb2.TaskPairing, "TASK_PAIRING_"),
 }
 
 

@@ -1,8 +1,8 @@
 """The gRPC server's lifecycle: listen, serve, drain on SIGTERM, stop.
 
 Besides ``evald.v1.EvaluationService`` it serves the standard health service
-(SERVING while up, NOT_SERVING while draining) and server reflection, so ``buf curl``
-and grpcurl work without the .proto files.
+(SERVING while up, NOT_SERVING while draining) and server reflection (v1 and v1alpha),
+so ``buf curl`` and grpcurl work without the .proto files.
 
 Drain order on SIGTERM/SIGINT: health goes NOT_SERVING and new RPCs are refused
 (UNAVAILABLE, SERVER_DRAINING); the engine stops claiming work, gives provider calls
@@ -19,14 +19,15 @@ from pathlib import Path
 import anyio
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from evald.v1 import service_pb2
 from evald_server.api._auth import TokenAuthenticator
+from evald_server.api._reflection import enable_reflection
 from evald_server.api._registration import add_evaluation_service
 from evald_server.api._servicer import EvaluationServicer
 from evald_server.app import Evald
 from evald_server.config import ConfigError, ServerConfig, ServerSection, load_config
+from evald_server.metrics import metrics_endpoint
 
 log = logging.getLogger("evald.server")
 
@@ -65,9 +66,7 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None 
     server = grpc.aio.server(options=_channel_options(config))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
 
     credentials = _credentials(config.server)
     try:
@@ -81,7 +80,7 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None 
         raise ConfigError(f"server.listen: cannot bind {config.server.listen}")
     address = f"{config.server.host}:{port}"
 
-    async with Evald.open(config) as app:
+    async with Evald.open(config) as app, metrics_endpoint(app, config.metrics.listen):
         servicer = EvaluationServicer(app, TokenAuthenticator(config.auth), config)
         add_evaluation_service(servicer, server)
         await server.start()

@@ -20,6 +20,7 @@ from evald_server.api._convert_app import (
     sample_to_proto,
     spec_from_proto,
 )
+from evald_server.api._convert_comparison import comparison_to_proto, model_pairs_from_proto
 from evald_server.api._convert_enums import from_proto_enum
 from evald_server.api._convert_results import evaluation_to_proto
 from evald_server.api._handlers import server_draining, server_stream, unary
@@ -321,3 +322,18 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
             samples=[sample_to_proto(s) for s in page.items],
             next_page_token=page.next_page_token,
         )
+
+    @unary
+    async def CompareRuns(
+        self, request: service_pb2.CompareRunsRequest, context: Context, tenant: str
+    ) -> service_pb2.CompareRunsResponse:
+        comparison = await self.app.compare_runs(
+            tenant,
+            request.baseline_run_id,
+            request.candidate_run_id,
+            model_pairs=model_pairs_from_proto(request.model_pairs),
+            resamples=request.resamples,
+            permutations=request.permutations,
+            seed=request.seed,
+        )
+        return service_pb2.CompareRunsResponse(comparison=comparison_to_proto(comparison))

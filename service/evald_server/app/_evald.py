@@ -16,9 +16,11 @@ from typing import Any, Self
 import anyio
 import anyio.abc
 
+from evald_server.app._comparisons import ComparisonService
 from evald_server.app._datasets import DatasetService
 from evald_server.app._runs import RunService
 from evald_server.app._types import Dataset, DatasetHeader, ModelInfo, Page, Run, Sample
+from evald_server.comparison import ModelPair, RunComparison
 from evald_server.config import ServerConfig
 from evald_server.domain import ErrorCategory, RunState, SubtaskState, TaskType
 from evald_server.engine import (
@@ -32,7 +34,7 @@ from evald_server.engine import (
 )
 from evald_server.providers import Provider, build_provider
 from evald_server.scoring import ScoringPool
-from evald_server.store import SqliteStore, Store, StoreError
+from evald_server.store import SqliteStore, StateCounts, Store, StoreError
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class Evald:
         self._engine: Engine | None = None
         self._datasets: DatasetService | None = None
         self._runs: RunService | None = None
+        self._comparisons: ComparisonService | None = None
         self._models = [ModelInfo.of(m) for m in config.models]
 
     @classmethod
@@ -101,6 +104,7 @@ class Evald:
             self._engine = engine
             self._datasets = DatasetService(store, self.config.limits)
             self._runs = RunService(self.config, store, engine)
+            self._comparisons = ComparisonService(store)
             async with anyio.create_task_group() as tg:
                 await tg.start(engine.run)
                 task_status.started()
@@ -232,6 +236,33 @@ class Evald:
         return await self._run_service.samples(
             tenant, run_id, task_id=task_id, states=states, size=page_size, token=page_token
         )
+
+    async def compare_runs(
+        self,
+        tenant: str,
+        baseline_run_id: str,
+        candidate_run_id: str,
+        *,
+        model_pairs: Sequence[ModelPair] = (),
+        resamples: int = 0,
+        permutations: int = 0,
+        seed: int = 0,
+    ) -> RunComparison:
+        if self._comparisons is None:
+            raise RuntimeError("evald is not started")
+        return await self._comparisons.compare(
+            tenant,
+            baseline_run_id,
+            candidate_run_id,
+            model_pairs=model_pairs,
+            resamples=resamples,
+            permutations=permutations,
+            seed=seed,
+        )
+
+    async def state_counts(self) -> StateCounts:
+        """Runs, tasks and subtasks by state, over every tenant (for the metrics)."""
+        return await self.engine.store.state_counts()
 
     def limiter_stats(self) -> list[LimitStats]:
         return self.engine.limiter_stats()

@@ -143,3 +143,4 @@ class ErrorReason(StrEnum):
     PAGE_TOKEN_INVALID = "page_token_invalid"
     UNAUTHENTICATED = "unauthenticated"
     SERVER_DRAINING = "server_draining"
+    RUN_NOT_FINISHED = "run_not_finished"

@@ -77,6 +77,8 @@ class Engine:
         self._committer_done = anyio.Event()
         self._stopped = anyio.Event()
         self._draining = False
+        # Called with every committed batch (the metrics endpoint counts outcomes here).
+        self.outcome_observers: list[Callable[[Sequence[SubtaskOutcome]], None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -196,6 +198,8 @@ class Engine:
         self, batch: Sequence[SubtaskOutcome], report: CompletionReport
     ) -> None:
         self.events.publish(report.events)
+        for observe in self.outcome_observers:
+            observe(batch)
         for retry in report.retries:
             self.dispatcher.retry_scheduled(retry.run_id, retry.model_id, retry.next_attempt_at)
         force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}

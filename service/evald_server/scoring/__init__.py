@@ -12,6 +12,7 @@ in its module (``_classification``, ``_labels``, ``_qa``, ``_normalize``, ``_ner
 ``_intervals``.
 """
 
+from evald_server.scoring._common import BaseScorer, Evaluation
 from evald_server.scoring._errors import ScoringFailure
 from evald_server.scoring._pages import (
     EncodedPage,
@@ -47,11 +48,13 @@ from evald_server.scoring._types import (
 )
 
 __all__ = [
+    "BaseScorer",
     "ClassMetrics",
     "ClassificationPayload",
     "EncodedPage",
     "EncodedSample",
     "EntityTypeMetrics",
+    "Evaluation",
     "GenerationPayload",
     "IntervalMethod",
     "MatchModeStats",

@@ -32,6 +32,7 @@ from evald_server.store._records import (
     ProfileInputs,
     RecordRow,
     RunRow,
+    StateCounts,
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
@@ -113,6 +114,7 @@ class Store(Protocol):
     async def finish_task(self, finish: TaskFinish) -> FinishReport: ...
     async def read_results(self, run_id: str) -> list[tuple[str, Json]]: ...
     async def recount_task(self, task_id: str) -> Counters: ...
+    async def state_counts(self) -> StateCounts: ...
 
     # Events.
     async def append_events(

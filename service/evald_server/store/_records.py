@@ -67,6 +67,15 @@ class Counters:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class StateCounts:
+    """Runs, tasks and subtasks by state, over every tenant (state value → count)."""
+
+    runs: Mapping[str, int]
+    tasks: Mapping[str, int]
+    subtasks: Mapping[str, int]
+
+
 COUNTER_COLUMNS: tuple[str, ...] = (
     "total",
     "pending",

@@ -39,6 +39,7 @@ from evald_server.store._records import (
     ProfileInputs,
     RecordRow,
     RunRow,
+    StateCounts,
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
@@ -48,6 +49,7 @@ from evald_server.store._records import (
 )
 from evald_server.store._schema import migrate
 from evald_server.store._sql_common import append_events, transaction
+from evald_server.store._sql_metrics import state_counts
 
 T = TypeVar("T")
 
@@ -258,6 +260,9 @@ class SqliteStore:
 
     async def recount_task(self, task_id: str) -> Counters:
         return await self._read(reads.recount_task, task_id)
+
+    async def state_counts(self) -> StateCounts:
+        return await self._read(state_counts)
 
     # Events.
     async def append_events(
