@@ -13,10 +13,12 @@ from google.protobuf.descriptor import EnumDescriptor
 from contract_tests._support import evald_enums
 from evald.v1 import enums_pb2, errors_pb2
 from evald_server.domain import (
+    ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     ResultStatus,
     RunState,
+    ShotFormat,
     SubtaskState,
     TaskState,
     TaskType,
@@ -30,6 +32,8 @@ MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (ResultStatus, enums_pb2.ResultStatus.DESCRIPTOR),
     (ErrorCategory, errors_pb2.ErrorCategory.DESCRIPTOR),
     (ErrorReason, errors_pb2.ErrorReason.DESCRIPTOR),
+    (ShotFormat, enums_pb2.ShotFormat.DESCRIPTOR),
+    (ChoiceScoring, enums_pb2.ChoiceScoring.DESCRIPTOR),
 ]
 # Enums that exist only on the wire: they describe results, not server state.
 PROTO_ONLY = {"evald.v1.IntervalMethod"}

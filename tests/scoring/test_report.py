@@ -19,16 +19,19 @@ YES = {"input": "q", "reference": "yes"}
 
 def test_public_surface() -> None:
     assert sorted(scoring.__all__) == [
+        "ChoiceLetterStats",
         "ClassMetrics",
         "ClassificationPayload",
         "EncodedPage",
         "EncodedSample",
         "EntityTypeMetrics",
+        "ExtractionRuleCount",
         "GenerationPayload",
         "IntervalMethod",
         "MatchModeStats",
         "MetricInterval",
         "MetricUncertainty",
+        "MultipleChoicePayload",
         "NerPayload",
         "PageDecoder",
         "Payload",
@@ -43,6 +46,7 @@ def test_public_surface() -> None:
         "ScoringFailure",
         "ScoringPool",
         "ScoringSample",
+        "SubjectAccuracy",
         "SummarizationPayload",
         "WorstExample",
         "read_samples",

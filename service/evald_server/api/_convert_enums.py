@@ -11,10 +11,12 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from evald.v1 import enums_pb2, errors_pb2
 from evald_server.domain import (
+    ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     ResultStatus,
     RunState,
+    ShotFormat,
     SubtaskState,
     TaskState,
     TaskType,
@@ -30,6 +32,8 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     ResultStatus: (enums_pb2.ResultStatus, "RESULT_STATUS_"),
     ErrorCategory: (errors_pb2.ErrorCategory, "ERROR_CATEGORY_"),
     ErrorReason: (errors_pb2.ErrorReason, "ERROR_REASON_"),
+    ShotFormat: (enums_pb2.ShotFormat, "SHOT_FORMAT_"),
+    ChoiceScoring: (enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
 }
 
 

@@ -24,6 +24,7 @@ from evald_server.engine._executor import TaskContext
 from evald_server.engine._limits import Limiter, LimitStats
 from evald_server.engine._progress import RunEvent
 from evald_server.engine._progress_tracker import ProgressTracker
+from evald_server.engine._prompting import task_prompt
 from evald_server.engine._spec import RunSpec
 from evald_server.engine._watcher import ScoringPort, Watcher
 from evald_server.providers import Provider
@@ -143,7 +144,7 @@ class Engine:
                 run_id=run_id,
                 model_id=task.model_id,
                 task_type=dataset.task_type,
-                template=dataset.prompt_template,
+                prompt=await task_prompt(self.store, run.tenant, spec, dataset),
                 params=GenerationParams.model_validate(task.model["params"]),
                 policy=spec.retry_policy,
             )

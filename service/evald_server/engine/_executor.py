@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from evald_server.config import GenerationParams
-from evald_server.datasets import render_prompt, simulator_reference
+from evald_server.datasets import ChatPrompt, simulator_reference
 from evald_server.domain import ErrorReason, EvalError, TaskType
 from evald_server.engine._retry_policy import RetryPolicy
 from evald_server.providers import Provider, ProviderFailure, ProviderRequest, RetryKind
@@ -29,7 +29,7 @@ class TaskContext:
     run_id: str
     model_id: str
     task_type: TaskType
-    template: str | None
+    prompt: ChatPrompt  # template, system message and k-shot examples
     params: GenerationParams
     policy: RetryPolicy
 
@@ -59,7 +59,7 @@ async def call_model(
     started = time.perf_counter()
     try:
         request = ProviderRequest(
-            messages=render_prompt(ctx.task_type, item.fields, ctx.template),
+            messages=ctx.prompt.render(item.fields, item.record_id),
             params=ctx.params,
             request_key=item.subtask_id,
             reference=simulator_reference(ctx.task_type, item.fields) if reference else {},

@@ -8,8 +8,8 @@ SCORER_TIMEOUT) for that task only. It takes the samples in memory or as a
 the worker one page at a time), and the report's per-sample scores come back as
 ``SampleScores`` (columns, read row by row). The scoring rules of each task type are documented
 in its module (``_classification``, ``_labels``, ``_qa``, ``_normalize``, ``_ner``,
-``_entities``, ``_summarization``, ``_generation``) and the intervals in
-``_intervals``.
+``_entities``, ``_summarization``, ``_generation``, ``_multiple_choice``, ``_choices``)
+and the intervals in ``_intervals``.
 """
 
 from evald_server.scoring._errors import ScoringFailure
@@ -21,14 +21,18 @@ from evald_server.scoring._pages import (
     read_samples,
 )
 from evald_server.scoring._payloads import (
+    ChoiceLetterStats,
     ClassificationPayload,
     ClassMetrics,
     EntityTypeMetrics,
+    ExtractionRuleCount,
     GenerationPayload,
     MatchModeStats,
+    MultipleChoicePayload,
     NerPayload,
     QaPayload,
     RougeScore,
+    SubjectAccuracy,
     SummarizationPayload,
     WorstExample,
 )
@@ -47,16 +51,19 @@ from evald_server.scoring._types import (
 )
 
 __all__ = [
+    "ChoiceLetterStats",
     "ClassMetrics",
     "ClassificationPayload",
     "EncodedPage",
     "EncodedSample",
     "EntityTypeMetrics",
+    "ExtractionRuleCount",
     "GenerationPayload",
     "IntervalMethod",
     "MatchModeStats",
     "MetricInterval",
     "MetricUncertainty",
+    "MultipleChoicePayload",
     "NerPayload",
     "PageDecoder",
     "Payload",
@@ -71,6 +78,7 @@ __all__ = [
     "ScoringFailure",
     "ScoringPool",
     "ScoringSample",
+    "SubjectAccuracy",
     "SummarizationPayload",
     "WorstExample",
     "read_samples",

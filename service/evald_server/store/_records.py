@@ -92,6 +92,7 @@ class DatasetRow:
     request_id: str | None = None
     request_hash: str | None = None
     size_bytes: int = 0
+    prompt_options: Json | None = None  # PromptOptions.to_json(); None: zero-shot
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,7 +149,10 @@ _V3 = (
         WHERE state = 'failed'""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+# Version 4: a dataset's chat prompt options (system message, k-shot examples), as JSON.
+_V4 = ("ALTER TABLE datasets ADD COLUMN prompt_options TEXT",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 LATEST_VERSION = len(MIGRATIONS)
 
 
