@@ -2,6 +2,7 @@
 prompts (system message, k-shot examples from the dataset or a dev split, one message or
 chat turns, all in the prompt hash) and per-dataset generation settings."""
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -312,3 +313,70 @@ async def test_bad_prompt_and_dataset_settings_are_named(tmp_path: Path) -> None
         assert "is generation, not multiple_choice" in str(bad_upload)
         listed = [d.name async for d in client.list_datasets()]
         assert "mc2" not in listed, "nothing is stored"
+
+
+async def test_logprob_scoring_reads_the_letter_tokens_and_counts_fallbacks(tmp_path: Path) -> None:
+    bodies: list[Mapping[str, Any]] = []
+
+    def answer(chat: FakeChatRequest) -> str:
+        bodies.append(chat.body)
+        return "Answer: D"
+
+    def alternatives(chat: FakeChatRequest, text: str) -> list[tuple[str, float]]:
+        asked = _QUESTION.findall(str(chat.messages[-1]["content"]))
+        if not asked:
+            return [("so", -0.1)]
+        number = int(asked[-1][1])
+        if number % 2:  # no letter among the alternatives: the text decides
+            return [("The", -0.1), ("I", -1.2)]
+        return [(" " + "ABCD"[number % 4], -0.5), ("D", -1.5), ("(D", -3.0)]
+
+    async with FakeProvider(answer=answer, alternatives=alternatives) as fake:
+        model = fake.model_config("fake-m", stream=True)
+        config = make_config(tmp_path, models=[model.model_dump(mode="json")])
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            await _upload(client)
+            run = await client.create_run(
+                models=["fake-m"],
+                datasets=[("mc", "1.0.0"), ("gsm", "1.0.0")],
+                choice_scoring=ChoiceScoring.LOGPROBS,
+                dataset_options=[
+                    DatasetOptions(
+                        dataset=DatasetRef("mc", "1.0.0"), generation=GenerationParams(max_tokens=1)
+                    )
+                ],
+            )
+            assert run.spec.choice_scoring is ChoiceScoring.LOGPROBS
+            await client.wait(run.run_id, timeout_s=60)
+            results = {r.benchmark.name: r for r in await client.results(run.run_id)}
+            samples = {s.record_id: s async for s in client.samples(run.run_id)}
+        journal = fake.journal
+
+    assert journal.requests == 10
+    asked = [b for b in bodies if b.get("logprobs")]
+    assert len(asked) == 8  # the multiple-choice records only
+    assert {(b["top_logprobs"], b["max_tokens"]) for b in asked} == {(20, 1)}
+    mc = results["mc"]
+    payload = mc.payload
+    assert isinstance(payload, MultipleChoicePayload)
+    assert (payload.logprob_scored, payload.logprob_fallbacks) == (4, 4)
+    # Even records by their gold letter's token; odd ones fall back to "Answer: D".
+    assert mc.metrics["accuracy"] == 6 / 8
+    assert {r.rule: r.samples for r in payload.extraction_rules} == {
+        "logprobs": 4,
+        "answer_colon": 4,
+    }
+    for number in range(8):
+        sample = samples[f"mc{number}"]
+        if number % 2:
+            assert "logprob_fallback" in sample.flags
+            assert not any(key.startswith("logprob_") for key in sample.scores)
+        else:
+            gold = "ABCD"[number % 4]
+            assert sample.scores[f"logprob_{gold}"] == pytest.approx(-0.5)
+            # "D" and "(D" are one letter: their probabilities add up.
+            both = math.log(math.exp(-1.5) + math.exp(-3.0))
+            assert sample.scores["logprob_D"] == pytest.approx(both)
+            assert sample.scores["predicted_index"] == number % 4
+    assert results["gsm"].metrics["accuracy"] == 0.0  # "Answer: D" has no number
+    assert "no_number" in samples["g0"].flags

@@ -16,6 +16,7 @@ import pytest
 
 from evald_client import (
     AsyncEvaldClient,
+    ChoiceScoring,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
@@ -35,7 +36,8 @@ pytestmark = pytest.mark.anyio
 DATA = Path(__file__).parent / "data"
 REPORT_ENV = "EVALD_REAL_MODEL_REPORT"
 MODELS = ("smollm2", "smollm2-stream")
-MC_SETS = ("general-knowledge", "general-knowledge-chat")
+MC_SETS = ("general-knowledge", "general-knowledge-chat", "general-knowledge-logprobs")
+LOGPROBS_SET = "general-knowledge-logprobs"
 _LEADING_LETTER = re.compile(r"^\(?([A-D])(?:[.):]|\s|$)")
 
 
@@ -61,9 +63,19 @@ def _model(model_id: str, base_url: str, *, stream: bool) -> dict[str, Any]:
     }
 
 
+def _logprob_choice(sample: Sample) -> int | None:
+    """The most likely letter among the stored per-letter log-probabilities."""
+    found = {"ABCD".index(k[-1]): v for k, v in sample.scores.items() if k.startswith("logprob_")}
+    return None if not found else max(found, key=lambda i: (found[i], -i))
+
+
 def _check_multiple_choice(
-    result: TaskResult, samples: list[Sample], records: dict[str, dict[str, Any]]
-) -> dict[str, float]:
+    result: TaskResult,
+    samples: list[Sample],
+    records: dict[str, dict[str, Any]],
+    *,
+    logprobs: bool = False,
+) -> dict[str, Any]:
     payload = result.payload
     assert isinstance(payload, MultipleChoicePayload)
     assert len(samples) == len(records)
@@ -76,8 +88,16 @@ def _check_multiple_choice(
         assert sample.expected.startswith("ABCD"[gold[sample.record_id]] + ". ")
         predicted[sample.record_id] = int(sample.scores["predicted_index"])
         assert (predicted[sample.record_id] == -1) == ("unmapped_output" in sample.flags)
+        by_logprob = _logprob_choice(sample)
+        if logprobs:
+            # Every sample has its letters' log-probabilities, or is a counted fallback.
+            assert (by_logprob is None) == ("logprob_fallback" in sample.flags), sample
+        else:
+            assert by_logprob is None
         leading = _LEADING_LETTER.match(sample.output.strip())
-        if leading is not None:  # letter first: "B. The ..." is B, whatever follows
+        if by_logprob is not None:
+            assert predicted[sample.record_id] == by_logprob, sample
+        elif leading is not None:  # letter first: "B. The ..." is B, whatever follows
             assert predicted[sample.record_id] == "ABCD".index(leading.group(1)), sample.output
     right = {rid: predicted[rid] == gold[rid] for rid in records}
     accuracy = sum(right.values()) / len(right)
@@ -94,10 +114,21 @@ def _check_multiple_choice(
     for index, letter in enumerate(payload.letters):
         assert letter.gold == sum(g == index for g in gold.values())
         assert letter.predicted == sum(p == index for p in predicted.values())
-    return {"accuracy": accuracy, "unmapped_rate": unmapped, "subject_macro_accuracy": macro}
+    fallbacks = sum("logprob_fallback" in s.flags for s in samples)
+    assert payload.logprob_fallbacks == fallbacks
+    assert payload.logprob_scored == (len(samples) - fallbacks if logprobs else 0)
+    if logprobs:
+        assert payload.logprob_scored > 0, "the server sent log-probabilities"
+    return {
+        "accuracy": accuracy,
+        "unmapped_rate": unmapped,
+        "subject_macro_accuracy": macro,
+        "logprob_fallbacks": fallbacks,
+        "predicted_letters": "".join(s.letter * s.predicted for s in payload.letters),
+    }
 
 
-def _check_generation(result: TaskResult, samples: list[Sample]) -> dict[str, float]:
+def _check_generation(result: TaskResult, samples: list[Sample]) -> dict[str, Any]:
     for sample in samples:
         assert sample.output.strip() or "no_number" in sample.flags, sample
     accuracy = sum(s.scores["correct"] for s in samples) / len(samples)
@@ -135,6 +166,10 @@ async def test_smollm2_end_to_end(llama_server: str, tmp_path: Path) -> None:
                 shot_format=ShotFormat.CHAT_TURNS,
             ),
         )
+        # Once more, scored by the letter tokens' log-probabilities (one token).
+        await client.upload_dataset(
+            name=LOGPROBS_SET, version="1.0.0", task_type="multiple_choice", records=mc_records
+        )
         await client.upload_dataset(
             name="word-problems", version="1.0.0", task_type="generation", records=problems
         )
@@ -147,6 +182,14 @@ async def test_smollm2_end_to_end(llama_server: str, tmp_path: Path) -> None:
                     dataset=DatasetRef(name, "1.0.0"), generation=GenerationParams(max_tokens=6)
                 )
                 for name in MC_SETS
+                if name != LOGPROBS_SET
+            ]
+            + [
+                DatasetOptions(
+                    dataset=DatasetRef(LOGPROBS_SET, "1.0.0"),
+                    generation=GenerationParams(max_tokens=1),
+                    choice_scoring=ChoiceScoring.LOGPROBS,
+                )
             ],
         )
         final = await client.wait(run.run_id, timeout_s=600)
@@ -162,14 +205,17 @@ async def test_smollm2_end_to_end(llama_server: str, tmp_path: Path) -> None:
         task_samples = [s for s in samples if s.task_id == result.task_id]
         streamed = result.model.model_id == "smollm2-stream"
         assert (result.execution.ttft_p50_ms is not None) == streamed
-        if result.benchmark.name in MC_SETS:
+        if result.benchmark.name == LOGPROBS_SET:
+            assert result.model.params.max_tokens == 1
+            checked = _check_multiple_choice(result, task_samples, mc_by_id, logprobs=True)
+        elif result.benchmark.name in MC_SETS:
             assert result.model.params.max_tokens == 6
             checked = _check_multiple_choice(result, task_samples, mc_by_id)
         else:
             assert result.model.params.max_tokens == 48
             checked = _check_generation(result, task_samples)
         figures["tasks"][f"{result.model.model_id}/{result.benchmark.name}"] = {
-            **{k: round(v, 4) for k, v in checked.items()},
+            **{k: round(v, 4) if isinstance(v, float) else v for k, v in checked.items()},
             "ttft_p50_ms": result.execution.ttft_p50_ms,
             "latency_p50_ms": round(result.execution.latency_p50_ms, 1),
             "wall_s": round(result.execution.wall_time_s, 2),

@@ -253,7 +253,12 @@ class StoredSamples:
         return EncodedPage(
             tuple(
                 EncodedSample(
-                    str(row.row_id), row.record_id, row.repeat_index, row.record_json, row.output
+                    str(row.row_id),
+                    row.record_id,
+                    row.repeat_index,
+                    row.record_json,
+                    row.output,
+                    row.top_logprobs,
                 )
                 for row in rows
             )

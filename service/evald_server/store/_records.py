@@ -221,6 +221,8 @@ class SubtaskOutcome:
     error: EvalError | None = None
     next_attempt_at: float | None = None
     rate_limited: bool = False
+    # The first token's (token, log-probability) alternatives, when they were asked for.
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +314,7 @@ class TaskOutput:
     record_id: str
     record_json: str  # the stored JSON object; one str shared by a record's repeats in a page
     output: str
+    top_logprobs: tuple[tuple[str, float], ...] | None = None  # when asked for
 
 
 @dataclass(frozen=True, slots=True)
