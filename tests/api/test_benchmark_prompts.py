@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from evald_client import (
+    AlreadyExists,
     AsyncEvaldClient,
     ChoiceScoring,
     DatasetInvalid,
@@ -380,3 +381,42 @@ async def test_logprob_scoring_reads_the_letter_tokens_and_counts_fallbacks(tmp_
             assert sample.scores["predicted_index"] == number % 4
     assert results["gsm"].metrics["accuracy"] == 0.0  # "Answer: D" has no number
     assert "no_number" in samples["g0"].flags
+
+
+async def test_prompt_options_are_part_of_a_dataset_version(tmp_path: Path) -> None:
+    options = PromptOptions(system_message="Hi.", shots=1, shot_seed=3)
+    async with (
+        running_server(make_config(tmp_path)) as address,
+        AsyncEvaldClient(address) as client,
+    ):
+        first = await client.upload_dataset(
+            name="mc", version="1.0.0", task_type="multiple_choice", records=mc_records("mc", 3),
+            prompt=options,
+        )  # fmt: skip
+        again = await client.upload_dataset(
+            name="mc", version="1.0.0", task_type="multiple_choice", records=mc_records("mc", 3),
+            prompt=options,
+        )  # fmt: skip
+        assert again.dataset_id == first.dataset_id
+        conflict = await _failure(
+            client.upload_dataset(
+                name="mc",
+                version="1.0.0",
+                task_type="multiple_choice",
+                records=mc_records("mc", 3),
+                prompt=PromptOptions(system_message="Other."),
+            )
+        )
+        assert isinstance(conflict, AlreadyExists)
+        assert conflict.reason == "DATASET_VERSION_CONFLICT"
+        too_few = await _failure(
+            client.upload_dataset(
+                name="mc",
+                version="2.0.0",
+                task_type="multiple_choice",
+                records=mc_records("mc", 3),
+                prompt=PromptOptions(shots=3),
+            )
+        )
+        assert isinstance(too_few, DatasetInvalid)
+        assert "need at least 4 records" in str(too_few)
