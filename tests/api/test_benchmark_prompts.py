@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from evald.v1 import dataset_pb2, enums_pb2, run_pb2, service_pb2
 from evald_client import (
     AlreadyExists,
     AsyncEvaldClient,
@@ -26,6 +28,7 @@ from evald_client import (
     ShotFormat,
 )
 from evald_server.fake_provider import FakeChatRequest, FakeProvider
+from tests.api._support import assert_reason, chunk, fails, header, jsonl, raw_stub
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -420,3 +423,28 @@ async def test_prompt_options_are_part_of_a_dataset_version(tmp_path: Path) -> N
         )
         assert isinstance(too_few, DatasetInvalid)
         assert "need at least 4 records" in str(too_few)
+
+
+async def test_unknown_enum_numbers_on_the_wire_are_named_not_defaulted(tmp_path: Path) -> None:
+    async with running_server(make_config(tmp_path)) as address, raw_stub(address) as stub:
+        upload = header("mc", task_type=enums_pb2.TASK_TYPE_MULTIPLE_CHOICE)
+        upload.header.prompt.shot_format = 7  # type: ignore[assignment]
+        records = mc_records("mc", 4)
+        failure = await fails(stub.UploadDataset(iter([upload, chunk(jsonl(records))])))
+        assert_reason(failure, grpc.StatusCode.INVALID_ARGUMENT, "DATASET_HEADER_INVALID")
+        assert "header.prompt.shot_format" in failure.violations
+        ok = header("mc", task_type=enums_pb2.TASK_TYPE_MULTIPLE_CHOICE)
+        await stub.UploadDataset(iter([ok, chunk(jsonl(records))]))
+        spec = run_pb2.RunSpec(
+            model_ids=["sim-good"],
+            datasets=[dataset_pb2.DatasetRef(name="mc", benchmark_version="1.0.0")],
+            choice_scoring=9,  # type: ignore[arg-type]
+        )
+        failure = await fails(stub.CreateRun(service_pb2.CreateRunRequest(spec=spec)))
+        assert_reason(failure, grpc.StatusCode.INVALID_ARGUMENT, "RUN_SPEC_INVALID")
+        assert "spec.choice_scoring" in failure.violations
+        spec.choice_scoring = enums_pb2.CHOICE_SCORING_LOGPROBS
+        spec.prompt.shot_format = 5  # type: ignore[assignment]
+        failure = await fails(stub.CreateRun(service_pb2.CreateRunRequest(spec=spec)))
+        assert_reason(failure, grpc.StatusCode.INVALID_ARGUMENT, "RUN_SPEC_INVALID")
+        assert "spec.prompt.shot_format" in failure.violations

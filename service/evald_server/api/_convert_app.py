@@ -58,7 +58,11 @@ def header_from_proto(header: dataset_pb2.UploadDatasetHeader) -> DatasetHeader:
         task_type=task_type,
         prompt_template=header.prompt_template if header.HasField("prompt_template") else None,
         request_id=header.request_id or None,
-        prompt=prompt_from_proto(header.prompt) if header.HasField("prompt") else None,
+        prompt=prompt_from_proto(
+            header.prompt, field="header.prompt", reason=ErrorReason.DATASET_HEADER_INVALID
+        )
+        if header.HasField("prompt")
+        else None,
     )
 
 
@@ -125,7 +129,9 @@ def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
         dataset_options=tuple(
             dataset_options_from_proto(entry, i) for i, entry in enumerate(spec.dataset_options)
         ),
-        prompt=prompt_from_proto(spec.prompt) if spec.HasField("prompt") else None,
+        prompt=prompt_from_proto(spec.prompt, field="prompt", reason=ErrorReason.RUN_SPEC_INVALID)
+        if spec.HasField("prompt")
+        else None,
         choice_scoring=choice_scoring_from_proto(spec.choice_scoring, "choice_scoring"),
     )
 

@@ -15,8 +15,22 @@ from evald_server.domain import (
 from evald_server.engine import DatasetOptions, generation_params
 
 
-def prompt_from_proto(message: dataset_pb2.PromptOptions) -> PromptOptions:
-    shot_format = from_proto_enum(ShotFormat, message.shot_format) or ShotFormat.SINGLE_MESSAGE
+def prompt_from_proto(
+    message: dataset_pb2.PromptOptions, *, field: str, reason: ErrorReason
+) -> PromptOptions:
+    """``field`` and ``reason`` name an unknown shot format (upload header or run spec)."""
+    shot_format = ShotFormat.SINGLE_MESSAGE
+    if message.shot_format != enums_pb2.SHOT_FORMAT_UNSPECIFIED:
+        known = from_proto_enum(ShotFormat, message.shot_format)
+        if known is None:
+            where = f"{field}.shot_format"
+            raise InvalidArgument(
+                reason,
+                f"{where}: unknown value {message.shot_format}",
+                metadata={"field": where},
+                field_violations=(FieldViolation(where, f"unknown value {message.shot_format}"),),
+            )
+        shot_format = known
     return PromptOptions(
         system_message=message.system_message if message.HasField("system_message") else None,
         shots=message.shots,
@@ -73,7 +87,13 @@ def dataset_options_from_proto(message: run_pb2.DatasetRunOptions, index: int) -
         name=message.dataset.name,
         benchmark_version=message.dataset.benchmark_version,
         params=params,
-        prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
+        prompt=prompt_from_proto(
+            message.prompt,
+            field=f"dataset_options[{index}].prompt",
+            reason=ErrorReason.RUN_SPEC_INVALID,
+        )
+        if message.HasField("prompt")
+        else None,
         choice_scoring=choice_scoring_from_proto(
             message.choice_scoring, f"dataset_options[{index}].choice_scoring"
         ),
