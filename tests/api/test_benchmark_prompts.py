@@ -343,12 +343,9 @@ async def test_logprob_scoring_reads_the_letter_tokens_and_counts_fallbacks(tmp_
             run = await client.create_run(
                 models=["fake-m"],
                 datasets=[("mc", "1.0.0"), ("gsm", "1.0.0")],
+                # No max_tokens for the dataset: log-probability scoring asks for one token.
                 choice_scoring=ChoiceScoring.LOGPROBS,
-                dataset_options=[
-                    DatasetOptions(
-                        dataset=DatasetRef("mc", "1.0.0"), generation=GenerationParams(max_tokens=1)
-                    )
-                ],
+                generation=GenerationParams(max_tokens=32),
             )
             assert run.spec.choice_scoring is ChoiceScoring.LOGPROBS
             await client.wait(run.run_id, timeout_s=60)
@@ -360,6 +357,9 @@ async def test_logprob_scoring_reads_the_letter_tokens_and_counts_fallbacks(tmp_
     asked = [b for b in bodies if b.get("logprobs")]
     assert len(asked) == 8  # the multiple-choice records only
     assert {(b["top_logprobs"], b["max_tokens"]) for b in asked} == {(20, 1)}
+    assert [b["max_tokens"] for b in bodies if not b.get("logprobs")] == [32, 32]
+    assert results["mc"].model.params.max_tokens == 1
+    assert results["gsm"].model.params.max_tokens == 32
     mc = results["mc"]
     payload = mc.payload
     assert isinstance(payload, MultipleChoicePayload)

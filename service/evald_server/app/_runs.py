@@ -89,7 +89,7 @@ class RunService:
                     model_id=model.id,
                     provider=model.provider,
                     provider_model=model.provider_model,
-                    params=spec.params_for(model.params, ref),
+                    params=spec.params_for(model.params, ref, dataset.task_type),
                 )
                 ordinal = len(tasks)
                 tasks.append(

@@ -16,7 +16,13 @@ from pydantic import ValidationError
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import PromptOptions
-from evald_server.domain import ChoiceScoring, ErrorReason, FieldViolation, InvalidArgument
+from evald_server.domain import (
+    ChoiceScoring,
+    ErrorReason,
+    FieldViolation,
+    InvalidArgument,
+    TaskType,
+)
 from evald_server.engine._dataset_options import DatasetOptions, options_problems
 from evald_server.engine._retry_policy import RetryPolicy
 
@@ -95,11 +101,25 @@ class RunSpec:
                 return entry
         return None
 
-    def params_for(self, model_params: GenerationParams, ref: DatasetRef) -> GenerationParams:
-        """Effective parameters: the model's, then the run's, then the dataset's."""
+    def params_for(
+        self, model_params: GenerationParams, ref: DatasetRef, task_type: TaskType
+    ) -> GenerationParams:
+        """Effective parameters: the model's, then the run's, then the dataset's. A
+        multiple-choice dataset scored by log-probabilities generates one token unless
+        its own settings give ``max_tokens``."""
         entry = self.options_for(ref)
         merged = model_params.merged(self.params)
-        return merged if entry is None else merged.merged(entry.params)
+        if entry is not None:
+            merged = merged.merged(entry.params)
+        own_max_tokens = (
+            entry is not None
+            and entry.params is not None
+            and ("max_tokens" in entry.params.model_fields_set)
+        )
+        logprobs = self.choice_scoring_for(ref) is ChoiceScoring.LOGPROBS
+        if task_type is TaskType.MULTIPLE_CHOICE and logprobs and not own_max_tokens:
+            merged = merged.model_copy(update={"max_tokens": 1})
+        return merged
 
     def prompt_for(self, ref: DatasetRef) -> PromptOptions | None:
         """The run's prompt options for a dataset; None means the dataset's own."""
