@@ -309,7 +309,7 @@ class RunService:
         size: int = 0,
         token: str = "",
     ) -> Page[Sample]:
-        await self._owned(tenant, run_id)
+        run = await self._owned(tenant, run_id)
         tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
         if task_id and task_id not in tasks:
             raise InvalidArgument(
@@ -324,7 +324,7 @@ class RunService:
         rows = await self._store.run_subtasks(run_id, task_id or None, states, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        spec = RunSpec.from_json((await self._owned(tenant, run_id)).spec)
+        spec = RunSpec.from_json(run.spec)
         prompts: dict[str, tuple[TaskType, ChatPrompt]] = {}
         for task in tasks.values():
             dataset = await self._store.get_dataset(task.dataset_id)
