@@ -326,7 +326,7 @@ class RunService:
         rows = rows[:limit]
         spec = RunSpec.from_json(run.spec)
         prompts: dict[str, tuple[TaskType, ChatPrompt]] = {}
-        for task in tasks.values():
+        for task in (tasks[t] for t in dict.fromkeys(r.task_id for r in rows)):  # this page's
             dataset = await self._store.get_dataset(task.dataset_id)
             assert dataset is not None
             prompt = await task_prompt(self._store, tenant, spec, dataset)
