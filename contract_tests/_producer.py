@@ -245,6 +245,7 @@ def upload_dataset_response() -> service_pb2.UploadDatasetResponse:
         prompt_template="Q: {question}\nA:",
         created_time=stamp(0),
         size_bytes=4096,
+        prompt=_prompt_options(),
     )
     return service_pb2.UploadDatasetResponse(dataset=dataset, created=True)
 
