@@ -5,7 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean chromium
+
+.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean chromium test-real-model
 
 all: test
 
@@ -20,6 +21,19 @@ venv: $(VENV)/.installed
 
 ## test: everything CI checks — contract gate, lint, types, the test suite.
 test: venv contract lint typecheck pytest
+
+## test-real-model: the whole service against SmolLM2-135M-Instruct behind llama-cpp-python's
+## server on loopback (its own venv, REAL_VENV; figures in out/real_model.json).
+REAL_VENV ?= .venv-real-model
+
+$(REAL_VENV)/.installed: scripts/real_model_venv.sh
+	PYTHON=$(PYTHON) scripts/real_model_venv.sh $(REAL_VENV)
+
+test-real-model: venv $(REAL_VENV)/.installed
+	mkdir -p out
+	EVALD_REAL_MODEL_PYTHON=$(REAL_VENV)/bin/python EVALD_REAL_MODEL_REPORT=out/real_model.json \
+		$(BIN)/pytest -q -p no:cacheprovider --timeout 600 tests/real_model
+	@cat out/real_model.json
 
 ## contract: buf lint, buf format, buf breaking against the released baseline, codegen drift.
 contract: venv
@@ -58,4 +72,4 @@ bench: venv
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(REAL_VENV) .mypy_cache .ruff_cache .pytest_cache

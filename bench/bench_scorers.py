@@ -105,12 +105,26 @@ def _generation(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
     return {"input": "q", "reference": reference, "match": mode}, output
 
 
+def _multiple_choice(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
+    gold = rng.randrange(4)
+    record = {
+        "question": f"q{i}",
+        "choices": [f"choice {k}" for k in range(4)],
+        "answer_index": gold,
+        "metadata": {"subject": f"subject{i % 57}"},
+    }
+    letter = "ABCD"[gold] if rng.random() < 0.6 else rng.choice("ABCD")
+    output = rng.choice([letter, f"The answer is ({letter})", f"{letter}. choice", "unsure"])
+    return record, output
+
+
 MAKERS: dict[TaskType, Make] = {
     TaskType.CLASSIFICATION: _classification,
     TaskType.QA: _qa,
     TaskType.NER: _ner,
     TaskType.SUMMARIZATION: _summarization,
     TaskType.GENERATION: _generation,
+    TaskType.MULTIPLE_CHOICE: _multiple_choice,
 }
 
 

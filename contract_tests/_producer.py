@@ -15,6 +15,7 @@ from contract_tests._producer_results import (
     generation_params,
     result_classification,
     result_generation,
+    result_multiple_choice,
     result_ner,
     result_qa,
     result_summarization,
@@ -73,6 +74,16 @@ def _progress() -> run_pb2.RunProgress:
     )
 
 
+def _prompt_options() -> dataset_pb2.PromptOptions:
+    return dataset_pb2.PromptOptions(
+        system_message="You are a careful expert.",
+        shots=5,
+        shots_from=dataset_pb2.DatasetRef(name="qa-dev", benchmark_version="v1"),
+        shot_seed=1234,
+        shot_format=enums_pb2.SHOT_FORMAT_CHAT_TURNS,
+    )
+
+
 def run() -> run_pb2.Run:
     return run_pb2.Run(
         run_id="run-0001",
@@ -93,6 +104,16 @@ def run() -> run_pb2.Run:
             ),
             generation_overrides=model_pb2.GenerationParams(temperature=0.0),
             labels={"team": "search"},
+            dataset_options=[
+                run_pb2.DatasetRunOptions(
+                    dataset=dataset_pb2.DatasetRef(name="qa-mini", benchmark_version="v1"),
+                    generation_overrides=model_pb2.GenerationParams(max_tokens=16, stop=["\n"]),
+                    prompt=_prompt_options(),
+                    choice_scoring=enums_pb2.CHOICE_SCORING_TEXT,
+                )
+            ],
+            prompt=dataset_pb2.PromptOptions(system_message="Be brief."),
+            choice_scoring=enums_pb2.CHOICE_SCORING_LOGPROBS,
         ),
         state=enums_pb2.RUN_STATE_RUNNING,
         progress=_progress(),
@@ -202,6 +223,7 @@ def upload_dataset_header() -> service_pb2.UploadDatasetRequest:
         task_type=enums_pb2.TASK_TYPE_QA,
         prompt_template="Q: {question}\nA:",
         request_id="req-1",
+        prompt=_prompt_options(),
     )
     return service_pb2.UploadDatasetRequest(header=header)
 
@@ -223,6 +245,7 @@ def upload_dataset_response() -> service_pb2.UploadDatasetResponse:
         prompt_template="Q: {question}\nA:",
         created_time=stamp(0),
         size_bytes=4096,
+        prompt=_prompt_options(),
     )
     return service_pb2.UploadDatasetResponse(dataset=dataset, created=True)
 
@@ -271,6 +294,7 @@ BUILDERS: dict[str, Callable[[], Message]] = {
         result_ner,
         result_summarization,
         result_generation,
+        result_multiple_choice,
         run,
         run_event_state_changed,
         run_event_progress,

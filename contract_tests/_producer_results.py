@@ -221,3 +221,30 @@ def result_generation() -> result_pb2.TaskEvaluationResult:
             worst_examples=[_worst("r-0031", 0.0, "regex did not match")],
         ),
     )
+
+
+def result_multiple_choice() -> result_pb2.TaskEvaluationResult:
+    return _shell(
+        "MULTIPLE_CHOICE",
+        payloads_pb2.MultipleChoicePayload(
+            accuracy=0.5,
+            unmapped_outputs=1,
+            letters=[
+                payloads_pb2.ChoiceLetterStats(letter="A", gold=3, predicted=5, correct=2),
+                payloads_pb2.ChoiceLetterStats(letter="B", gold=3, predicted=0, correct=0),
+            ],
+            subjects=[
+                payloads_pb2.SubjectAccuracy(subject="anatomy", samples=4, correct=2, accuracy=0.5),
+                payloads_pb2.SubjectAccuracy(subject="law", samples=2, correct=1, accuracy=0.5),
+            ],
+            subject_macro_accuracy=0.5,
+            extraction_rules=[
+                payloads_pb2.ExtractionRuleCount(rule="logprobs", samples=4),
+                payloads_pb2.ExtractionRuleCount(rule="letter_dot", samples=1),
+                payloads_pb2.ExtractionRuleCount(rule="unmapped", samples=1),
+            ],
+            logprob_scored=4,
+            logprob_fallbacks=2,
+            worst_examples=[_worst("r-0041", 0.0, "predicted A (logprobs), gold B")],
+        ),
+    )

@@ -14,10 +14,12 @@ from contract_tests._support import evald_enums
 from evald.v1 import comparison_pb2, enums_pb2, errors_pb2
 from evald_server.comparison import PairedTest, TaskPairing
 from evald_server.domain import (
+    ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     ResultStatus,
     RunState,
+    ShotFormat,
     SubtaskState,
     TaskState,
     TaskType,
@@ -33,6 +35,8 @@ MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (ErrorReason, errors_pb2.ErrorReason.DESCRIPTOR),
     (PairedTest, comparison_pb2.PairedTest.DESCRIPTOR),
     (TaskPairing, comparison_pb2.TaskPairing.DESCRIPTOR),
+    (ShotFormat, enums_pb2.ShotFormat.DESCRIPTOR),
+    (ChoiceScoring, enums_pb2.ChoiceScoring.DESCRIPTOR),
 ]
 # Enums that exist only on the wire: they describe results, not server state.
 PROTO_ONLY = {"evald.v1.IntervalMethod"}

@@ -59,10 +59,10 @@ BREAKING_EDITS: dict[str, tuple[list[Edit], str]] = {
 NEW_TASK_TYPE: list[Edit] = [
     (
         "enums.proto",
-        "  TASK_TYPE_GENERATION = 5;\n",
-        "  TASK_TYPE_GENERATION = 5;\n"
+        "  TASK_TYPE_MULTIPLE_CHOICE = 6;\n",
+        "  TASK_TYPE_MULTIPLE_CHOICE = 6;\n"
         "  // Code generation checked by running the record's unit tests.\n"
-        "  TASK_TYPE_CODE = 6;\n",
+        "  TASK_TYPE_CODE = 7;\n",
     ),
     (
         "payloads.proto",
@@ -81,10 +81,10 @@ NEW_TASK_TYPE: list[Edit] = [
     ),
     (
         "result.proto",
-        "    GenerationPayload generation = 24;\n",
-        "    GenerationPayload generation = 24;\n"
+        "    MultipleChoicePayload multiple_choice = 25;\n",
+        "    MultipleChoicePayload multiple_choice = 25;\n"
         "    // Set for TASK_TYPE_CODE.\n"
-        "    CodePayload code = 25;\n",
+        "    CodePayload code = 26;\n",
     ),
 ]
 

@@ -21,10 +21,13 @@ from evald_cli._render import (
 from evald_cli._spec import load_spec
 from evald_client import (
     AsyncEvaldClient,
+    DatasetRef,
     ErrorCategory,
+    PromptOptions,
     Run,
     RunState,
     Sample,
+    ShotFormat,
     SubtaskState,
     TaskType,
 )
@@ -68,6 +71,7 @@ async def datasets_upload(client: AsyncEvaldClient, args: argparse.Namespace, ou
         path=path,
         prompt_template=args.prompt_template,
         request_id=args.request_id,
+        prompt=upload_prompt(args),
     )
     out.print(
         f"uploaded {dataset.name}@{dataset.version}: {dataset.task_type.value}, "
@@ -121,6 +125,9 @@ async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
         generation=spec.generation_params(),
         labels=spec.labels,
         request_id=args.request_id or spec.request_id,
+        dataset_options=spec.dataset_options(),
+        prompt=spec.run_prompt(),
+        choice_scoring=spec.choice_scoring,
     )
     # The id alone on the first line, so that scripts can capture it.
     out.print(run.run_id, markup=False, highlight=False)
@@ -187,3 +194,21 @@ async def retry(client: AsyncEvaldClient, args: argparse.Namespace, out: Console
         highlight=False,
     )
     return 0
+
+
+def upload_prompt(args: argparse.Namespace) -> PromptOptions | None:
+    """The upload's prompt options from its flags; None when none was given."""
+    shots_from = None
+    if args.shots_from:
+        name, sep, version = args.shots_from.rpartition("@")
+        if not (sep and name and version):
+            raise CliError(f"--shots-from: {args.shots_from!r} is not NAME@VERSION")
+        shots_from = DatasetRef(name, version)
+    options = PromptOptions(
+        system_message=args.system_message,
+        shots=args.shots,
+        shots_from=shots_from,
+        shot_seed=args.shot_seed,
+        shot_format=ShotFormat(args.shot_format),
+    )
+    return None if options == PromptOptions() else options

@@ -41,6 +41,7 @@ SAMPLE_DATASETS: dict[str, TaskType] = {
     "news_ner.jsonl": TaskType.NER,
     "local_news_summaries.jsonl": TaskType.SUMMARIZATION,
     "arithmetic_generation.jsonl": TaskType.GENERATION,
+    "general_knowledge_mc.jsonl": TaskType.MULTIPLE_CHOICE,
 }
 
 

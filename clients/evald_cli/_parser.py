@@ -63,6 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
     upload.add_argument("--task-type", required=True, choices=_TASK_TYPES)
     upload.add_argument("--prompt-template", help="template records are rendered with")
     upload.add_argument("--request-id", help="idempotency key")
+    upload.add_argument("--system-message", help="system message sent before every record")
+    upload.add_argument("--shots", type=int, default=0, help="solved examples before each record")
+    upload.add_argument(
+        "--shots-from", metavar="NAME@VERSION", help="draw the examples from this dataset version"
+    )
+    upload.add_argument("--shot-seed", type=int, default=0, help="seed of the example draw")
+    upload.add_argument(
+        "--shot-format",
+        choices=["single_message", "chat_turns"],
+        default="single_message",
+        help="examples in one user message, or as user/assistant turns",
+    )
     listing = dataset_commands.add_parser("list", parents=conn, help="list dataset versions")
     listing.add_argument("--name", help="only the versions of this dataset")
     listing.add_argument("--task-type", choices=_TASK_TYPES)

@@ -7,6 +7,10 @@ Example (TOML)::
     datasets = [{ name = "sentiment", version = "1.0" }, "reading_qa@1.0"]
     max_concurrency = 8
     repeat = 1
+    choice_scoring = "text"         # multiple-choice datasets: "text" or "logprobs"
+
+    [prompt]                        # every dataset of the run (replaces the upload's)
+    system_message = "You are a careful expert."
 
     [retry_policy]
     max_retries = 2
@@ -17,17 +21,35 @@ Example (TOML)::
 
     [labels]
     team = "search"
+
+A dataset entry may carry its own settings, which win over the run's and the models'
+(write the datasets as ``[[datasets]]`` tables then)::
+
+    [[datasets]]
+    name = "mmlu"
+    version = "1.0.0"
+    choice_scoring = "logprobs"
+    generation = { max_tokens = 1 }
+    prompt = { shots = 5, shots_from = "mmlu-dev@1.0.0", shot_format = "chat_turns" }
 """
 
 import json
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from evald_cli._errors import CliError
-from evald_client import DatasetRef, GenerationParams, RetryPolicy
+from evald_client import (
+    ChoiceScoring,
+    DatasetOptions,
+    DatasetRef,
+    GenerationParams,
+    PromptOptions,
+    RetryPolicy,
+    ShotFormat,
+)
 
 _NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -36,9 +58,37 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class _DatasetEntry(_Strict):
+def _from_ref(value: object) -> object:
+    """``"name@version"`` → ``{"name": …, "version": …}``; anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    name, sep, version = value.rpartition("@")
+    if not (sep and name and version):
+        raise ValueError(f"{value!r} is not 'name@version'")
+    return {"name": name, "version": version}
+
+
+class _RefEntry(_Strict):
     name: _NonEmpty
     version: _NonEmpty
+
+
+class _PromptEntry(_Strict):
+    system_message: str | None = None
+    shots: Annotated[int, Field(ge=0)] = 0
+    shots_from: Annotated[_RefEntry, BeforeValidator(_from_ref)] | None = None
+    shot_seed: int = 0
+    shot_format: Literal["single_message", "chat_turns"] = "single_message"
+
+    def options(self) -> PromptOptions:
+        source = self.shots_from
+        return PromptOptions(
+            system_message=self.system_message,
+            shots=self.shots,
+            shots_from=None if source is None else DatasetRef(source.name, source.version),
+            shot_seed=self.shot_seed,
+            shot_format=ShotFormat(self.shot_format),
+        )
 
 
 class _RetryEntry(_Strict):
@@ -55,15 +105,24 @@ class _GenerationEntry(_Strict):
     seed: int | None = None
     stop: list[str] = []
 
+    def params(self) -> GenerationParams:
+        return GenerationParams(
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            top_p=self.top_p,
+            seed=self.seed,
+            stop=tuple(self.stop),
+        )
 
-def _from_ref(value: object) -> object:
-    """``"name@version"`` → ``{"name": …, "version": …}``; anything else unchanged."""
-    if not isinstance(value, str):
-        return value
-    name, sep, version = value.rpartition("@")
-    if not (sep and name and version):
-        raise ValueError(f"{value!r} is not 'name@version'")
-    return {"name": name, "version": version}
+
+class _DatasetEntry(_RefEntry):
+    generation: _GenerationEntry | None = None
+    prompt: _PromptEntry | None = None
+    choice_scoring: Literal["text", "logprobs"] | None = None
+
+    @property
+    def has_settings(self) -> bool:
+        return (self.generation, self.prompt, self.choice_scoring) != (None, None, None)
 
 
 class RunSpecFile(_Strict):
@@ -80,6 +139,8 @@ class RunSpecFile(_Strict):
     generation: _GenerationEntry | None = None
     labels: dict[str, str] = {}
     request_id: str | None = None
+    prompt: _PromptEntry | None = None
+    choice_scoring: Literal["text", "logprobs"] | None = None
 
     def dataset_refs(self) -> list[DatasetRef]:
         return [DatasetRef(entry.name, entry.version) for entry in self.datasets]
@@ -96,16 +157,25 @@ class RunSpecFile(_Strict):
         )
 
     def generation_params(self) -> GenerationParams | None:
-        entry = self.generation
-        if entry is None:
-            return None
-        return GenerationParams(
-            temperature=entry.temperature,
-            max_tokens=entry.max_tokens,
-            top_p=entry.top_p,
-            seed=entry.seed,
-            stop=tuple(entry.stop),
-        )
+        return None if self.generation is None else self.generation.params()
+
+    def run_prompt(self) -> PromptOptions | None:
+        return None if self.prompt is None else self.prompt.options()
+
+    def dataset_options(self) -> list[DatasetOptions]:
+        """The per-dataset settings of the entries that have any."""
+        return [
+            DatasetOptions(
+                dataset=DatasetRef(entry.name, entry.version),
+                generation=None if entry.generation is None else entry.generation.params(),
+                prompt=None if entry.prompt is None else entry.prompt.options(),
+                choice_scoring=None
+                if entry.choice_scoring is None
+                else ChoiceScoring(entry.choice_scoring),
+            )
+            for entry in self.datasets
+            if entry.has_settings
+        ]
 
 
 def load_spec(path: Path) -> RunSpecFile:

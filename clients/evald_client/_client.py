@@ -14,14 +14,16 @@ from evald_client import _convert as convert
 from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig, open_channel
 from evald_client._comparison import ModelPair, RunComparison
 from evald_client._convert_comparison import comparison_from_proto, model_pair_to_proto
-from evald_client._enums import ErrorCategory, RunState, SubtaskState, TaskType
+from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
 from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
 from evald_client._events import RunEvent
 from evald_client._models import (
     Dataset,
+    DatasetOptions,
     DatasetRef,
     GenerationParams,
     Model,
+    PromptOptions,
     RetryOutcome,
     RetryPolicy,
     Run,
@@ -127,6 +129,7 @@ class AsyncEvaldClient:
         prompt_template: str | None = None,
         request_id: str | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        prompt: PromptOptions | None = None,
     ) -> Dataset:
         """Upload a dataset version from a JSONL file (streamed as is) or from records.
 
@@ -146,6 +149,8 @@ class AsyncEvaldClient:
         )
         if prompt_template is not None:
             header.prompt_template = prompt_template
+        if prompt is not None:
+            header.prompt.CopyFrom(convert.prompt_to_proto(prompt))
         # The declared length lets the server tell a complete upload from one cut off.
         if path is not None:
             header.content_length = (await anyio.Path(path).stat()).st_size
@@ -204,8 +209,16 @@ class AsyncEvaldClient:
         generation: GenerationParams | None = None,
         labels: Mapping[str, str] | None = None,
         request_id: str | None = None,
+        dataset_options: Sequence[DatasetOptions] = (),
+        prompt: PromptOptions | None = None,
+        choice_scoring: ChoiceScoring | str | None = None,
     ) -> Run:
-        """Submit a run of every model × every dataset version; returns it accepted."""
+        """Submit a run of every model × every dataset version; returns it accepted.
+
+        ``dataset_options`` set generation parameters, prompt options and choice
+        scoring for single datasets (winning over ``generation``, ``prompt`` and
+        ``choice_scoring``, which apply to every dataset of the run).
+        """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
             name=name,
@@ -220,6 +233,11 @@ class AsyncEvaldClient:
             spec.retry_policy.CopyFrom(convert.retry_policy_to_proto(retry_policy))
         if generation is not None:
             spec.generation_overrides.CopyFrom(convert.generation_to_proto(generation))
+        spec.dataset_options.extend(convert.dataset_options_to_proto(o) for o in dataset_options)
+        if prompt is not None:
+            spec.prompt.CopyFrom(convert.prompt_to_proto(prompt))
+        if choice_scoring is not None:
+            spec.choice_scoring = convert.choice_scoring_to_proto(ChoiceScoring(choice_scoring))
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return convert.run_from_proto(response.run)

@@ -24,10 +24,12 @@ from evald.v1 import (
     sample_pb2,
 )
 from evald_client._enums import (
+    ChoiceScoring,
     ErrorCategory,
     IntervalMethod,
     ResultStatus,
     RunState,
+    ShotFormat,
     SubtaskState,
     TaskState,
     TaskType,
@@ -42,10 +44,12 @@ from evald_client._events import (
 )
 from evald_client._models import (
     Dataset,
+    DatasetOptions,
     DatasetRef,
     EvalError,
     GenerationParams,
     Model,
+    PromptOptions,
     RetryPolicy,
     Run,
     RunProgress,
@@ -56,22 +60,26 @@ from evald_client._models import (
 )
 from evald_client._results import (
     BenchmarkRef,
+    ChoiceLetterStats,
     ClassificationPayload,
     ClassMetrics,
     ConfusionMatrix,
     EntityTypeMetrics,
     ExecutionProfile,
+    ExtractionRuleCount,
     GenerationPayload,
     MatchModeStats,
     MetricInterval,
     MetricUncertainty,
     ModelIdentity,
+    MultipleChoicePayload,
     NerPayload,
     Payload,
     Provenance,
     QaPayload,
     RepeatStats,
     RougeScore,
+    SubjectAccuracy,
     SummarizationPayload,
     TaskResult,
     WorstExample,
@@ -174,11 +182,72 @@ def dataset_ref_to_proto(ref: DatasetRef) -> dataset_pb2.DatasetRef:
     return dataset_pb2.DatasetRef(name=ref.name, benchmark_version=ref.version)
 
 
+def prompt_to_proto(options: PromptOptions) -> dataset_pb2.PromptOptions:
+    message = dataset_pb2.PromptOptions(
+        shots=options.shots,
+        shot_seed=options.shot_seed,
+        shot_format=cast(
+            enums_pb2.ShotFormat,
+            _enum_to_proto(options.shot_format, enums_pb2.ShotFormat, "SHOT_FORMAT_"),
+        ),
+    )
+    if options.system_message is not None:
+        message.system_message = options.system_message
+    if options.shots_from is not None:
+        message.shots_from.CopyFrom(dataset_ref_to_proto(options.shots_from))
+    return message
+
+
+def choice_scoring_to_proto(scoring: ChoiceScoring) -> enums_pb2.ChoiceScoring:
+    value = _enum_to_proto(scoring, enums_pb2.ChoiceScoring, "CHOICE_SCORING_")
+    return cast(enums_pb2.ChoiceScoring, value)
+
+
+def dataset_options_to_proto(options: DatasetOptions) -> run_pb2.DatasetRunOptions:
+    message = run_pb2.DatasetRunOptions(dataset=dataset_ref_to_proto(options.dataset))
+    if options.generation is not None:
+        message.generation_overrides.CopyFrom(generation_to_proto(options.generation))
+    if options.prompt is not None:
+        message.prompt.CopyFrom(prompt_to_proto(options.prompt))
+    if options.choice_scoring is not None:
+        message.choice_scoring = choice_scoring_to_proto(options.choice_scoring)
+    return message
+
+
 # -- datasets, models ------------------------------------------------------------------------
 
 
 def dataset_ref_from_proto(message: dataset_pb2.DatasetRef) -> DatasetRef:
     return DatasetRef(message.name, message.benchmark_version)
+
+
+def prompt_from_proto(message: dataset_pb2.PromptOptions) -> PromptOptions:
+    return PromptOptions(
+        system_message=_optional(message, "system_message"),
+        shots=message.shots,
+        shots_from=dataset_ref_from_proto(message.shots_from)
+        if message.HasField("shots_from")
+        else None,
+        shot_seed=message.shot_seed,
+        shot_format=_enum(ShotFormat, enums_pb2.ShotFormat, message.shot_format, "SHOT_FORMAT_"),
+    )
+
+
+def _choice_scoring(value: int) -> ChoiceScoring | None:
+    if value == enums_pb2.CHOICE_SCORING_UNSPECIFIED:
+        return None
+    return _enum(ChoiceScoring, enums_pb2.ChoiceScoring, value, "CHOICE_SCORING_")
+
+
+def dataset_options_from_proto(message: run_pb2.DatasetRunOptions) -> DatasetOptions:
+    return DatasetOptions(
+        dataset=dataset_ref_from_proto(message.dataset),
+        generation=generation_from_proto(message.generation_overrides)
+        if message.HasField("generation_overrides")
+        else None,
+        prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
+        choice_scoring=_choice_scoring(message.choice_scoring),
+    )
 
 
 def dataset_from_proto(message: dataset_pb2.Dataset) -> Dataset:
@@ -192,6 +261,7 @@ def dataset_from_proto(message: dataset_pb2.Dataset) -> Dataset:
         prompt_template=message.prompt_template,
         created_time=_time(message, "created_time"),
         size_bytes=message.size_bytes,
+        prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
     )
 
 
@@ -281,6 +351,9 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
         retry_policy=retry_policy_from_proto(message.retry_policy),
         generation=generation_from_proto(message.generation_overrides),
         labels=dict(message.labels),
+        dataset_options=tuple(dataset_options_from_proto(o) for o in message.dataset_options),
+        prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
+        choice_scoring=_choice_scoring(message.choice_scoring),
     )
 
 
@@ -488,6 +561,21 @@ def _payload(message: result_pb2.TaskEvaluationResult) -> Payload | None:
         return GenerationPayload(
             match_modes=tuple(_same_names(MatchModeStats, m) for m in generation.match_modes),
             worst_examples=_worst(generation.worst_examples),
+        )
+    if kind == "multiple_choice":
+        choice = message.multiple_choice
+        return MultipleChoicePayload(
+            accuracy=choice.accuracy,
+            unmapped_outputs=choice.unmapped_outputs,
+            letters=tuple(_same_names(ChoiceLetterStats, m) for m in choice.letters),
+            subjects=tuple(_same_names(SubjectAccuracy, m) for m in choice.subjects),
+            subject_macro_accuracy=choice.subject_macro_accuracy,
+            extraction_rules=tuple(
+                _same_names(ExtractionRuleCount, m) for m in choice.extraction_rules
+            ),
+            logprob_scored=choice.logprob_scored,
+            logprob_fallbacks=choice.logprob_fallbacks,
+            worst_examples=_worst(choice.worst_examples),
         )
     return None
 

@@ -18,6 +18,23 @@ class TaskType(StrEnum):
     NER = "ner"
     SUMMARIZATION = "summarization"
     GENERATION = "generation"
+    MULTIPLE_CHOICE = "multiple_choice"
+
+
+class ShotFormat(StrEnum):
+    """How k-shot examples are laid out: one user message, or user/assistant turns."""
+
+    UNSPECIFIED = "unspecified"
+    SINGLE_MESSAGE = "single_message"
+    CHAT_TURNS = "chat_turns"
+
+
+class ChoiceScoring(StrEnum):
+    """How a multiple-choice answer is read: the text, or the letter log-probabilities."""
+
+    UNSPECIFIED = "unspecified"
+    TEXT = "text"
+    LOGPROBS = "logprobs"
 
 
 class RunState(StrEnum):

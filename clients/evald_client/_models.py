@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from evald_client._enums import (
+    ChoiceScoring,
     ErrorCategory,
     ResultStatus,
     RunState,
+    ShotFormat,
     SubtaskState,
     TaskState,
     TaskType,
@@ -52,6 +54,29 @@ class DatasetRef:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PromptOptions:
+    """How records become chat messages: a system message, then ``shots`` solved
+    examples (drawn with ``shot_seed`` from the dataset itself, never the record asked,
+    or from ``shots_from``), laid out as ``shot_format``."""
+
+    system_message: str | None = None
+    shots: int = 0
+    shots_from: DatasetRef | None = None
+    shot_seed: int = 0
+    shot_format: ShotFormat = ShotFormat.SINGLE_MESSAGE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatasetOptions:
+    """Settings of one dataset of a run; they win over the run's and the models'."""
+
+    dataset: DatasetRef
+    generation: GenerationParams | None = None
+    prompt: PromptOptions | None = None
+    choice_scoring: ChoiceScoring | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Dataset:
     """An immutable, versioned dataset stored on the server."""
 
@@ -64,6 +89,7 @@ class Dataset:
     prompt_template: str
     created_time: datetime | None
     size_bytes: int
+    prompt: PromptOptions | None = None
 
     @property
     def ref(self) -> DatasetRef:
@@ -153,6 +179,9 @@ class RunSpec:
     retry_policy: RetryPolicy
     generation: GenerationParams
     labels: Mapping[str, str] = field(default_factory=dict)
+    dataset_options: tuple[DatasetOptions, ...] = ()
+    prompt: PromptOptions | None = None
+    choice_scoring: ChoiceScoring | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -202,7 +202,55 @@ class GenerationPayload:
     worst_examples: tuple[WorstExample, ...]
 
 
-Payload = ClassificationPayload | QaPayload | NerPayload | SummarizationPayload | GenerationPayload
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChoiceLetterStats:
+    """One choice letter: how often it is gold, predicted, and right."""
+
+    letter: str
+    gold: int
+    predicted: int
+    correct: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubjectAccuracy:
+    """Accuracy of the samples of one ``metadata.subject``."""
+
+    subject: str
+    samples: int
+    correct: int
+    accuracy: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExtractionRuleCount:
+    """How many answers one extraction rule (or ``logprobs`` / ``unmapped``) mapped."""
+
+    rule: str
+    samples: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MultipleChoicePayload:
+    accuracy: float
+    unmapped_outputs: int
+    letters: tuple[ChoiceLetterStats, ...]
+    subjects: tuple[SubjectAccuracy, ...]
+    subject_macro_accuracy: float
+    extraction_rules: tuple[ExtractionRuleCount, ...]
+    logprob_scored: int
+    logprob_fallbacks: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+Payload = (
+    ClassificationPayload
+    | QaPayload
+    | NerPayload
+    | SummarizationPayload
+    | GenerationPayload
+    | MultipleChoicePayload
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,13 +23,15 @@ from anyio.from_thread import BlockingPortal
 from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig
 from evald_client._client import DEFAULT_CHUNK_BYTES, DEFAULT_TIMEOUT_S, AsyncEvaldClient
 from evald_client._comparison import ModelPair, RunComparison
-from evald_client._enums import ErrorCategory, RunState, SubtaskState, TaskType
+from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
 from evald_client._events import RunEvent
 from evald_client._models import (
     Dataset,
+    DatasetOptions,
     DatasetRef,
     GenerationParams,
     Model,
+    PromptOptions,
     RetryOutcome,
     RetryPolicy,
     Run,
@@ -172,6 +174,7 @@ class EvaldClient:
         prompt_template: str | None = None,
         request_id: str | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        prompt: PromptOptions | None = None,
     ) -> Dataset:
         return self._portal.call(
             functools.partial(
@@ -184,6 +187,7 @@ class EvaldClient:
                 prompt_template=prompt_template,
                 request_id=request_id,
                 chunk_bytes=chunk_bytes,
+                prompt=prompt,
             )
         )
 
@@ -223,6 +227,9 @@ class EvaldClient:
         generation: GenerationParams | None = None,
         labels: Mapping[str, str] | None = None,
         request_id: str | None = None,
+        dataset_options: Sequence[DatasetOptions] = (),
+        prompt: PromptOptions | None = None,
+        choice_scoring: ChoiceScoring | str | None = None,
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -236,6 +243,9 @@ class EvaldClient:
                 generation=generation,
                 labels=labels,
                 request_id=request_id,
+                dataset_options=dataset_options,
+                prompt=prompt,
+                choice_scoring=choice_scoring,
             )
         )
 

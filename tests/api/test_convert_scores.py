@@ -16,6 +16,15 @@ RECORDS = {
     TaskType.NER: ({"tokens": ["Ann", "ran"], "tags": ["B-PER", "O"]}, "[]"),
     TaskType.SUMMARIZATION: ({"document": "d one. d two.", "summary": "d one"}, "d two"),
     TaskType.GENERATION: ({"input": "2+2", "reference": "#### 4", "match": "numeric"}, "5"),
+    TaskType.MULTIPLE_CHOICE: (
+        {
+            "question": "q",
+            "choices": ["x", "y", "z"],
+            "answer_index": 2,
+            "metadata": {"subject": "s"},
+        },
+        "B",
+    ),
 }
 ONEOF = {
     TaskType.CLASSIFICATION: "classification",
@@ -23,6 +32,7 @@ ONEOF = {
     TaskType.NER: "ner",
     TaskType.SUMMARIZATION: "summarization",
     TaskType.GENERATION: "generation",
+    TaskType.MULTIPLE_CHOICE: "multiple_choice",
 }
 
 

@@ -5,11 +5,19 @@ from pathlib import Path
 
 import pytest
 
+from evald_cli._commands import upload_prompt
 from evald_cli._errors import CliError
 from evald_cli._parser import build_parser
 from evald_cli._spec import load_spec
 from evald_cli.main import main
-from evald_client import DatasetRef, GenerationParams, RetryPolicy
+from evald_client import (
+    ChoiceScoring,
+    DatasetRef,
+    GenerationParams,
+    PromptOptions,
+    RetryPolicy,
+    ShotFormat,
+)
 
 
 def test_every_client_command_takes_server_and_token(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,3 +206,53 @@ def test_a_bad_spec_exits_1_with_one_line_before_contacting_anyone(
 def test_a_missing_spec_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["submit", str(tmp_path / "nope.toml"), "--server", "127.0.0.1:1"]) == 1
     assert capsys.readouterr().err.endswith("nope.toml: no such file\n")
+
+
+def test_spec_with_per_dataset_settings_and_a_run_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "bench.toml"
+    path.write_text(
+        """
+models = ["m"]
+choice_scoring = "text"
+
+[prompt]
+system_message = "Be brief."
+
+[[datasets]]
+name = "gsm"
+version = "1.0.0"
+
+[[datasets]]
+name = "mmlu"
+version = "1.0.0"
+choice_scoring = "logprobs"
+generation = { max_tokens = 2 }
+prompt = { shots = 5, shots_from = "mmlu-dev@1.0.0", shot_format = "chat_turns" }
+"""
+    )
+    spec = load_spec(path)
+    (options,) = spec.dataset_options()
+    assert options.dataset == DatasetRef("mmlu", "1.0.0")
+    assert options.generation is not None
+    assert options.generation.max_tokens == 2
+    assert options.prompt == PromptOptions(
+        shots=5, shots_from=DatasetRef("mmlu-dev", "1.0.0"), shot_format=ShotFormat.CHAT_TURNS
+    )
+    assert options.choice_scoring is ChoiceScoring.LOGPROBS
+    assert spec.run_prompt() == PromptOptions(system_message="Be brief.")
+    assert spec.dataset_refs() == [DatasetRef("gsm", "1.0.0"), DatasetRef("mmlu", "1.0.0")]
+
+
+def test_upload_prompt_flags() -> None:
+    args = build_parser().parse_args(
+        ["datasets", "upload", "f.jsonl", "--name", "n", "--version", "1.0.0",
+         "--task-type", "multiple_choice", "--system-message", "Hi", "--shots", "2",
+         "--shots-from", "dev@1.0.0", "--shot-seed", "9"]
+    )  # fmt: skip
+    assert upload_prompt(args) == PromptOptions(
+        system_message="Hi", shots=2, shots_from=DatasetRef("dev", "1.0.0"), shot_seed=9
+    )
+    plain = build_parser().parse_args(
+        ["datasets", "upload", "f.jsonl", "--name", "n", "--version", "1", "--task-type", "qa"]
+    )
+    assert upload_prompt(plain) is None

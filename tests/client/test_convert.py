@@ -69,6 +69,20 @@ def test_a_fully_populated_result_converts_field_by_field() -> None:
             {"match_modes": [{"match_mode": "numeric", "samples": 20, "correct": 17}]},
             ec.GenerationPayload,
         ),
+        (
+            "multiple_choice",
+            {
+                "accuracy": 0.5,
+                "unmapped_outputs": 1,
+                "letters": [{"letter": "A", "gold": 2, "predicted": 3, "correct": 1}],
+                "subjects": [{"subject": "law", "samples": 2, "correct": 1, "accuracy": 0.5}],
+                "subject_macro_accuracy": 0.5,
+                "extraction_rules": [{"rule": "logprobs", "samples": 2}],
+                "logprob_scored": 2,
+                "logprob_fallbacks": 1,
+            },
+            ec.MultipleChoicePayload,
+        ),
     ],
 )
 def test_each_payload_kind_converts(field: str, message: dict[str, object], expected: type) -> None:
@@ -83,6 +97,16 @@ def test_each_payload_kind_converts(field: str, message: dict[str, object], expe
         assert payload.match_modes[0] == ec.MatchModeStats(
             match_mode="numeric", samples=20, correct=17
         )
+    if isinstance(payload, ec.MultipleChoicePayload):
+        assert payload.letters == (
+            ec.ChoiceLetterStats(letter="A", gold=2, predicted=3, correct=1),
+        )
+        assert payload.subjects[0] == ec.SubjectAccuracy(
+            subject="law", samples=2, correct=1, accuracy=0.5
+        )
+        assert payload.extraction_rules == (ec.ExtractionRuleCount(rule="logprobs", samples=2),)
+        assert (payload.logprob_scored, payload.logprob_fallbacks) == (2, 1)
+        assert (payload.accuracy, payload.unmapped_outputs) == (0.5, 1)
 
 
 def test_a_failed_result_has_no_payload() -> None:
@@ -132,6 +156,8 @@ def test_sdk_enums_cover_every_contract_value() -> None:
         (ec.SubtaskState, enums_pb2.SubtaskState, "SUBTASK_STATE_"),
         (ec.ResultStatus, enums_pb2.ResultStatus, "RESULT_STATUS_"),
         (ec.ErrorCategory, errors_pb2.ErrorCategory, "ERROR_CATEGORY_"),
+        (ec.ShotFormat, enums_pb2.ShotFormat, "SHOT_FORMAT_"),
+        (ec.ChoiceScoring, enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
     ]
     for sdk, proto, prefix in pairs:
         assert {m.name for m in sdk} == {

@@ -79,7 +79,9 @@ EXPECTED_PUBLIC = {
     "RunEvent", "RunProgress", "RunSpec", "RunState", "Sample", "SampleFailed", "StateChanged",
     "SubtaskCounts", "SubtaskState", "SummarizationPayload", "TaskProgress", "TaskResult",
     "TaskScored", "TaskState", "TaskType", "TlsConfig", "Unauthenticated", "Unavailable",
-    "WorstExample",
+    "WorstExample", "ChoiceLetterStats", "ChoiceScoring", "DatasetOptions",
+    "ExtractionRuleCount", "MultipleChoicePayload", "PromptOptions", "ShotFormat",
+    "SubjectAccuracy",
 }  # fmt: skip
 
 

@@ -24,6 +24,7 @@ RECORDS = {
     },
     TaskType.SUMMARIZATION: {"document": "One. Two. Three.", "summary": "Numbers counted."},
     TaskType.GENERATION: {"input": "What is 6*7?", "reference": "#### 42", "match": "numeric"},
+    TaskType.MULTIPLE_CHOICE: {"question": "6*7?", "choices": ["41", "42"], "answer_index": 1},
 }
 GOLD = {
     TaskType.CLASSIFICATION: None,  # the label is one of the choices shown on purpose
@@ -31,6 +32,7 @@ GOLD = {
     TaskType.NER: "B-PER",
     TaskType.SUMMARIZATION: "Numbers counted.",
     TaskType.GENERATION: "####",
+    TaskType.MULTIPLE_CHOICE: None,  # every choice is shown on purpose; no gold field is
 }
 
 

@@ -13,7 +13,7 @@ def test_the_engine_exports() -> None:
             "Limiter", "ModelIdentity", "Provenance", "RetryPolicy", "RunEvent", "RunProgress",
             "RunSpec", "SampleFailure", "ScoringPort", "TaskContext", "TaskEvaluation",
             "TaskProgress", "build_profile", "check_limit", "generation_params", "percentile",
-            "task_outcome",
+            "task_outcome", "DatasetOptions", "ShotSourceProblem", "shot_source", "task_prompt",
         ]
     )  # fmt: skip
 

@@ -1,5 +1,6 @@
 """The simulator: deterministic, calibrated accuracy and fault rate, retries can succeed."""
 
+import dataclasses
 import math
 import statistics
 from typing import Any
@@ -204,3 +205,13 @@ async def test_cancellation_interrupts_the_simulated_latency() -> None:
 def test_repr_says_it_is_a_simulator() -> None:
     text = repr(SimulatedProvider(_model(accuracy=0.8)))
     assert text.startswith("SimulatedProvider(model_id='sim-1', accuracy=0.8")
+
+
+async def test_log_probabilities_only_when_asked_its_first_word() -> None:
+    provider = SimulatedProvider(_model(accuracy=1.0))
+    letter = {"expected": "C", "distractors": ["A", "B", "D"]}
+    plain = await provider.complete(_request(1, **letter))
+    assert plain.top_logprobs is None
+    asked = await provider.complete(dataclasses.replace(_request(1, **letter), top_logprobs=20))
+    assert asked.text == "C"
+    assert asked.top_logprobs == (("C", pytest.approx(math.log(0.9))),)

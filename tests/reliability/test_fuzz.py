@@ -61,6 +61,17 @@ def _valid_records(task_type: TaskType) -> st.SearchStrategy[dict[str, Any]]:
         )
     elif task_type is TaskType.SUMMARIZATION:
         base = st.builds(lambda d, s: {"document": d, "summary": s}, nonempty, nonempty)
+    elif task_type is TaskType.MULTIPLE_CHOICE:
+        base = st.builds(
+            lambda q, choices, pick: {
+                "question": q,
+                "choices": choices,
+                "answer_index": pick % len(choices),
+            },
+            nonempty,
+            st.lists(nonempty, min_size=2, max_size=5),
+            st.integers(0, 4),
+        )
     else:
         base = st.builds(lambda i, r: {"input": i, "reference": r}, nonempty, nonempty)
     return st.builds(with_id, base, ids)
@@ -184,6 +195,7 @@ _TASK_TYPES = {
     TaskType.NER: enums_pb2.TASK_TYPE_NER,
     TaskType.SUMMARIZATION: enums_pb2.TASK_TYPE_SUMMARIZATION,
     TaskType.GENERATION: enums_pb2.TASK_TYPE_GENERATION,
+    TaskType.MULTIPLE_CHOICE: enums_pb2.TASK_TYPE_MULTIPLE_CHOICE,
 }
 _ANSWERS = {"OK", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"}
 _names = itertools.count()

@@ -18,7 +18,7 @@ from evald_server.scoring._intervals import (
 )
 from tests.scoring._factories import make_sample, samples_of
 
-PROPORTIONS = {"accuracy", "exact_match"}
+PROPORTIONS = {"accuracy", "exact_match", "unmapped_rate"}
 
 
 def _classification(rng: random.Random, n: int) -> list[ScoringSample]:
@@ -68,12 +68,28 @@ def _generation(rng: random.Random, n: int) -> list[ScoringSample]:
     )
 
 
+def _multiple_choice(rng: random.Random, n: int) -> list[ScoringSample]:
+    pairs = []
+    for _ in range(n):
+        gold = rng.randrange(4)
+        record = {
+            "question": "q",
+            "choices": ["w", "x", "y", "z"],
+            "answer_index": gold,
+            "metadata": {"subject": rng.choice(["law", "art", "math"])},
+        }
+        output = "ABCD"[gold] if rng.random() < 0.6 else rng.choice(["A", "B", "C", "D", "??"])
+        pairs.append((record, output))
+    return samples_of(pairs)
+
+
 BUILDERS: dict[TaskType, Callable[[random.Random, int], list[ScoringSample]]] = {
     TaskType.CLASSIFICATION: _classification,
     TaskType.QA: _qa,
     TaskType.NER: _ner,
     TaskType.SUMMARIZATION: _summarization,
     TaskType.GENERATION: _generation,
+    TaskType.MULTIPLE_CHOICE: _multiple_choice,
 }
 
 

@@ -100,6 +100,12 @@ def test_scorers_never_raise_on_model_output(task_type: TaskType, outputs: list[
         TaskType.NER: {"tokens": ["Ada", "Lovelace"], "tags": ["B-PER", "I-PER"]},
         TaskType.SUMMARIZATION: {"document": "d", "summary": "a short summary"},
         TaskType.GENERATION: {"input": "q", "reference": "#### 42", "match": "numeric"},
+        TaskType.MULTIPLE_CHOICE: {
+            "question": "q",
+            "choices": ["Ada", "Lovelace", "an answer"],
+            "answer_letter": "B",
+            "metadata": {"subject": "history"},
+        },
     }
     record = records[task_type]
     report = score_task(task_type, samples_of([(record, o) for o in outputs]), resamples=5)

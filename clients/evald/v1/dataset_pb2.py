@@ -27,7 +27,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x65vald/v1/dataset.proto\x12\x08\x65vald.v1\x1a\x14\x65vald/v1/enums.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb0\x02\n\x07\x44\x61taset\x12\x18\n\ndataset_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04name\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1f\n\x11\x62\x65nchmark_version\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12+\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskTypeB\x04\xe2\x41\x01\x03\x12\x1a\n\x0crecord_count\x18\x05 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x1c\n\x0e\x63ontent_sha256\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fprompt_template\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x36\n\x0c\x63reated_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x18\n\nsize_bytes\x18\t \x01(\x03\x42\x04\xe2\x41\x01\x03\"A\n\nDatasetRef\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1f\n\x11\x62\x65nchmark_version\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\xff\x01\n\x13UploadDatasetHeader\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1f\n\x11\x62\x65nchmark_version\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12+\n\ttask_type\x18\x03 \x01(\x0e\x32\x12.evald.v1.TaskTypeB\x04\xe2\x41\x01\x02\x12\"\n\x0fprompt_template\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x18\n\nrequest_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\x12!\n\x0e\x63ontent_length\x18\x06 \x01(\x03\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x42\x12\n\x10_prompt_templateB\x11\n\x0f_content_lengthb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x65vald/v1/dataset.proto\x12\x08\x65vald.v1\x1a\x14\x65vald/v1/enums.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x02\n\x07\x44\x61taset\x12\x18\n\ndataset_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04name\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1f\n\x11\x62\x65nchmark_version\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12+\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskTypeB\x04\xe2\x41\x01\x03\x12\x1a\n\x0crecord_count\x18\x05 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x1c\n\x0e\x63ontent_sha256\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fprompt_template\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x36\n\x0c\x63reated_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x18\n\nsize_bytes\x18\t \x01(\x03\x42\x04\xe2\x41\x01\x03\x12-\n\x06prompt\x18\n \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x03\"A\n\nDatasetRef\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1f\n\x11\x62\x65nchmark_version\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\xae\x02\n\x13UploadDatasetHeader\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1f\n\x11\x62\x65nchmark_version\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12+\n\ttask_type\x18\x03 \x01(\x0e\x32\x12.evald.v1.TaskTypeB\x04\xe2\x41\x01\x02\x12\"\n\x0fprompt_template\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x18\n\nrequest_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\x12!\n\x0e\x63ontent_length\x18\x06 \x01(\x03\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x12-\n\x06prompt\x18\x07 \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x01\x42\x12\n\x10_prompt_templateB\x11\n\x0f_content_length\"\xd4\x01\n\rPromptOptions\x12!\n\x0esystem_message\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x13\n\x05shots\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12.\n\nshots_from\x18\x03 \x01(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x01\x12\x17\n\tshot_seed\x18\x04 \x01(\x03\x42\x04\xe2\x41\x01\x01\x12/\n\x0bshot_format\x18\x05 \x01(\x0e\x32\x14.evald.v1.ShotFormatB\x04\xe2\x41\x01\x01\x42\x11\n\x0f_system_messageb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,6 +52,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DATASET'].fields_by_name['created_time']._serialized_options = b'\342A\001\003'
   _globals['_DATASET'].fields_by_name['size_bytes']._loaded_options = None
   _globals['_DATASET'].fields_by_name['size_bytes']._serialized_options = b'\342A\001\003'
+  _globals['_DATASET'].fields_by_name['prompt']._loaded_options = None
+  _globals['_DATASET'].fields_by_name['prompt']._serialized_options = b'\342A\001\003'
   _globals['_DATASETREF'].fields_by_name['name']._loaded_options = None
   _globals['_DATASETREF'].fields_by_name['name']._serialized_options = b'\342A\001\002'
   _globals['_DATASETREF'].fields_by_name['benchmark_version']._loaded_options = None
@@ -68,10 +70,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPLOADDATASETHEADER'].fields_by_name['request_id']._serialized_options = b'\342A\001\001'
   _globals['_UPLOADDATASETHEADER'].fields_by_name['content_length']._loaded_options = None
   _globals['_UPLOADDATASETHEADER'].fields_by_name['content_length']._serialized_options = b'\342A\001\001'
+  _globals['_UPLOADDATASETHEADER'].fields_by_name['prompt']._loaded_options = None
+  _globals['_UPLOADDATASETHEADER'].fields_by_name['prompt']._serialized_options = b'\342A\001\001'
+  _globals['_PROMPTOPTIONS'].fields_by_name['system_message']._loaded_options = None
+  _globals['_PROMPTOPTIONS'].fields_by_name['system_message']._serialized_options = b'\342A\001\001'
+  _globals['_PROMPTOPTIONS'].fields_by_name['shots']._loaded_options = None
+  _globals['_PROMPTOPTIONS'].fields_by_name['shots']._serialized_options = b'\342A\001\001'
+  _globals['_PROMPTOPTIONS'].fields_by_name['shots_from']._loaded_options = None
+  _globals['_PROMPTOPTIONS'].fields_by_name['shots_from']._serialized_options = b'\342A\001\001'
+  _globals['_PROMPTOPTIONS'].fields_by_name['shot_seed']._loaded_options = None
+  _globals['_PROMPTOPTIONS'].fields_by_name['shot_seed']._serialized_options = b'\342A\001\001'
+  _globals['_PROMPTOPTIONS'].fields_by_name['shot_format']._loaded_options = None
+  _globals['_PROMPTOPTIONS'].fields_by_name['shot_format']._serialized_options = b'\342A\001\001'
   _globals['_DATASET']._serialized_start=125
-  _globals['_DATASET']._serialized_end=429
-  _globals['_DATASETREF']._serialized_start=431
-  _globals['_DATASETREF']._serialized_end=496
-  _globals['_UPLOADDATASETHEADER']._serialized_start=499
-  _globals['_UPLOADDATASETHEADER']._serialized_end=754
+  _globals['_DATASET']._serialized_end=476
+  _globals['_DATASETREF']._serialized_start=478
+  _globals['_DATASETREF']._serialized_end=543
+  _globals['_UPLOADDATASETHEADER']._serialized_start=546
+  _globals['_UPLOADDATASETHEADER']._serialized_end=848
+  _globals['_PROMPTOPTIONS']._serialized_start=851
+  _globals['_PROMPTOPTIONS']._serialized_end=1063
 # @@protoc_insertion_point(module_scope)

@@ -12,6 +12,19 @@ class TaskType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_TYPE_NER: _ClassVar[TaskType]
     TASK_TYPE_SUMMARIZATION: _ClassVar[TaskType]
     TASK_TYPE_GENERATION: _ClassVar[TaskType]
+    TASK_TYPE_MULTIPLE_CHOICE: _ClassVar[TaskType]
+
+class ShotFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHOT_FORMAT_UNSPECIFIED: _ClassVar[ShotFormat]
+    SHOT_FORMAT_SINGLE_MESSAGE: _ClassVar[ShotFormat]
+    SHOT_FORMAT_CHAT_TURNS: _ClassVar[ShotFormat]
+
+class ChoiceScoring(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHOICE_SCORING_UNSPECIFIED: _ClassVar[ChoiceScoring]
+    CHOICE_SCORING_TEXT: _ClassVar[ChoiceScoring]
+    CHOICE_SCORING_LOGPROBS: _ClassVar[ChoiceScoring]
 
 class SubtaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -57,6 +70,13 @@ TASK_TYPE_QA: TaskType
 TASK_TYPE_NER: TaskType
 TASK_TYPE_SUMMARIZATION: TaskType
 TASK_TYPE_GENERATION: TaskType
+TASK_TYPE_MULTIPLE_CHOICE: TaskType
+SHOT_FORMAT_UNSPECIFIED: ShotFormat
+SHOT_FORMAT_SINGLE_MESSAGE: ShotFormat
+SHOT_FORMAT_CHAT_TURNS: ShotFormat
+CHOICE_SCORING_UNSPECIFIED: ChoiceScoring
+CHOICE_SCORING_TEXT: ChoiceScoring
+CHOICE_SCORING_LOGPROBS: ChoiceScoring
 SUBTASK_STATE_UNSPECIFIED: SubtaskState
 SUBTASK_STATE_PENDING: SubtaskState
 SUBTASK_STATE_RUNNING: SubtaskState

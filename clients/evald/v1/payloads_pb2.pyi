@@ -149,3 +149,57 @@ class MatchModeStats(_message.Message):
     samples: int
     correct: int
     def __init__(self, match_mode: _Optional[str] = ..., samples: _Optional[int] = ..., correct: _Optional[int] = ...) -> None: ...
+
+class MultipleChoicePayload(_message.Message):
+    __slots__ = ("accuracy", "unmapped_outputs", "letters", "subjects", "subject_macro_accuracy", "extraction_rules", "logprob_scored", "logprob_fallbacks", "worst_examples")
+    ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    UNMAPPED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    LETTERS_FIELD_NUMBER: _ClassVar[int]
+    SUBJECTS_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_MACRO_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTION_RULES_FIELD_NUMBER: _ClassVar[int]
+    LOGPROB_SCORED_FIELD_NUMBER: _ClassVar[int]
+    LOGPROB_FALLBACKS_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    accuracy: float
+    unmapped_outputs: int
+    letters: _containers.RepeatedCompositeFieldContainer[ChoiceLetterStats]
+    subjects: _containers.RepeatedCompositeFieldContainer[SubjectAccuracy]
+    subject_macro_accuracy: float
+    extraction_rules: _containers.RepeatedCompositeFieldContainer[ExtractionRuleCount]
+    logprob_scored: int
+    logprob_fallbacks: int
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, accuracy: _Optional[float] = ..., unmapped_outputs: _Optional[int] = ..., letters: _Optional[_Iterable[_Union[ChoiceLetterStats, _Mapping]]] = ..., subjects: _Optional[_Iterable[_Union[SubjectAccuracy, _Mapping]]] = ..., subject_macro_accuracy: _Optional[float] = ..., extraction_rules: _Optional[_Iterable[_Union[ExtractionRuleCount, _Mapping]]] = ..., logprob_scored: _Optional[int] = ..., logprob_fallbacks: _Optional[int] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class ChoiceLetterStats(_message.Message):
+    __slots__ = ("letter", "gold", "predicted", "correct")
+    LETTER_FIELD_NUMBER: _ClassVar[int]
+    GOLD_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_FIELD_NUMBER: _ClassVar[int]
+    CORRECT_FIELD_NUMBER: _ClassVar[int]
+    letter: str
+    gold: int
+    predicted: int
+    correct: int
+    def __init__(self, letter: _Optional[str] = ..., gold: _Optional[int] = ..., predicted: _Optional[int] = ..., correct: _Optional[int] = ...) -> None: ...
+
+class SubjectAccuracy(_message.Message):
+    __slots__ = ("subject", "samples", "correct", "accuracy")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    CORRECT_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    samples: int
+    correct: int
+    accuracy: float
+    def __init__(self, subject: _Optional[str] = ..., samples: _Optional[int] = ..., correct: _Optional[int] = ..., accuracy: _Optional[float] = ...) -> None: ...
+
+class ExtractionRuleCount(_message.Message):
+    __slots__ = ("rule", "samples")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    samples: int
+    def __init__(self, rule: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...

@@ -28,7 +28,7 @@ INTERVAL_METHOD_WILSON: IntervalMethod
 INTERVAL_METHOD_NORMAL: IntervalMethod
 
 class TaskEvaluationResult(_message.Message):
-    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "classification", "qa", "ner", "summarization", "generation")
+    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "classification", "qa", "ner", "summarization", "generation", "multiple_choice")
     class MetricsSummaryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class TaskEvaluationResult(_message.Message):
     NER_FIELD_NUMBER: _ClassVar[int]
     SUMMARIZATION_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    MULTIPLE_CHOICE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     run_id: str
     task_type: _enums_pb2.TaskType
@@ -79,7 +80,8 @@ class TaskEvaluationResult(_message.Message):
     ner: _payloads_pb2.NerPayload
     summarization: _payloads_pb2.SummarizationPayload
     generation: _payloads_pb2.GenerationPayload
-    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ...) -> None: ...
+    multiple_choice: _payloads_pb2.MultipleChoicePayload
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ...) -> None: ...
 
 class BenchmarkRef(_message.Message):
     __slots__ = ("name", "benchmark_version", "content_sha256", "record_count", "dataset_id")

@@ -30,7 +30,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x65vald/v1/run.proto\x12\x08\x65vald.v1\x1a\x16\x65vald/v1/dataset.proto\x1a\x14\x65vald/v1/enums.proto\x1a\x14\x65vald/v1/model.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x03\n\x07RunSpec\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\tmodel_ids\x18\x02 \x03(\tB\x04\xe2\x41\x01\x02\x12,\n\x08\x64\x61tasets\x18\x03 \x03(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x02\x12\"\n\x0fmax_concurrency\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x14\n\x06repeat\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x31\n\x0cretry_policy\x18\x06 \x01(\x0b\x32\x15.evald.v1.RetryPolicyB\x04\xe2\x41\x01\x01\x12>\n\x14generation_overrides\x18\x07 \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x12\x33\n\x06labels\x18\x08 \x03(\x0b\x32\x1d.evald.v1.RunSpec.LabelsEntryB\x04\xe2\x41\x01\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_max_concurrency\"\xe1\x01\n\x0bRetryPolicy\x12\x1e\n\x0bmax_retries\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x30\n\x07\x62\x61\x63koff\x18\x02 \x03(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\"\n\x0fjitter_fraction\x18\x03 \x01(\x01\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x12\x38\n\x0fretry_after_cap\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x42\x0e\n\x0c_max_retriesB\x12\n\x10_jitter_fraction\"\xf5\x02\n\x03Run\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12%\n\x04spec\x18\x02 \x01(\x0b\x32\x11.evald.v1.RunSpecB\x04\xe2\x41\x01\x03\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x12.evald.v1.RunStateB\x04\xe2\x41\x01\x03\x12-\n\x08progress\x18\x04 \x01(\x0b\x32\x15.evald.v1.RunProgressB\x04\xe2\x41\x01\x03\x12\x36\n\x0c\x63reated_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x36\n\x0cstarted_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x37\n\rfinished_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x16\n\x08last_seq\x18\x08 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x18\n\nrequest_id\x18\t \x01(\tB\x04\xe2\x41\x01\x03\"\x92\x01\n\rSubtaskCounts\x12\r\n\x05total\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x10\n\x08retrying\x18\x04 \x01(\x03\x12\x11\n\tsucceeded\x18\x05 \x01(\x03\x12\x18\n\x10\x66\x61iled_permanent\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\"]\n\x0bRunProgress\x12\'\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.evald.v1.TaskProgress\"\xfb\x01\n\x0cTaskProgress\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12%\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x14.evald.v1.DatasetRef\x12%\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskType\x12\"\n\x05state\x18\x05 \x01(\x0e\x32\x13.evald.v1.TaskState\x12\'\n\x06\x63ounts\x18\x06 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12-\n\rresult_status\x18\x07 \x01(\x0e\x32\x16.evald.v1.ResultStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x65vald/v1/run.proto\x12\x08\x65vald.v1\x1a\x16\x65vald/v1/dataset.proto\x1a\x14\x65vald/v1/enums.proto\x1a\x14\x65vald/v1/model.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x04\n\x07RunSpec\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\tmodel_ids\x18\x02 \x03(\tB\x04\xe2\x41\x01\x02\x12,\n\x08\x64\x61tasets\x18\x03 \x03(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x02\x12\"\n\x0fmax_concurrency\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x14\n\x06repeat\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x31\n\x0cretry_policy\x18\x06 \x01(\x0b\x32\x15.evald.v1.RetryPolicyB\x04\xe2\x41\x01\x01\x12>\n\x14generation_overrides\x18\x07 \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x12\x33\n\x06labels\x18\x08 \x03(\x0b\x32\x1d.evald.v1.RunSpec.LabelsEntryB\x04\xe2\x41\x01\x01\x12:\n\x0f\x64\x61taset_options\x18\t \x03(\x0b\x32\x1b.evald.v1.DatasetRunOptionsB\x04\xe2\x41\x01\x01\x12-\n\x06prompt\x18\n \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x01\x12\x35\n\x0e\x63hoice_scoring\x18\x0b \x01(\x0e\x32\x17.evald.v1.ChoiceScoringB\x04\xe2\x41\x01\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_max_concurrency\"\xe6\x01\n\x11\x44\x61tasetRunOptions\x12+\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x02\x12>\n\x14generation_overrides\x18\x02 \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x12-\n\x06prompt\x18\x03 \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x01\x12\x35\n\x0e\x63hoice_scoring\x18\x04 \x01(\x0e\x32\x17.evald.v1.ChoiceScoringB\x04\xe2\x41\x01\x01\"\xe1\x01\n\x0bRetryPolicy\x12\x1e\n\x0bmax_retries\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x30\n\x07\x62\x61\x63koff\x18\x02 \x03(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\"\n\x0fjitter_fraction\x18\x03 \x01(\x01\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x12\x38\n\x0fretry_after_cap\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x42\x0e\n\x0c_max_retriesB\x12\n\x10_jitter_fraction\"\xf5\x02\n\x03Run\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12%\n\x04spec\x18\x02 \x01(\x0b\x32\x11.evald.v1.RunSpecB\x04\xe2\x41\x01\x03\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x12.evald.v1.RunStateB\x04\xe2\x41\x01\x03\x12-\n\x08progress\x18\x04 \x01(\x0b\x32\x15.evald.v1.RunProgressB\x04\xe2\x41\x01\x03\x12\x36\n\x0c\x63reated_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x36\n\x0cstarted_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x37\n\rfinished_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x16\n\x08last_seq\x18\x08 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x18\n\nrequest_id\x18\t \x01(\tB\x04\xe2\x41\x01\x03\"\x92\x01\n\rSubtaskCounts\x12\r\n\x05total\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x10\n\x08retrying\x18\x04 \x01(\x03\x12\x11\n\tsucceeded\x18\x05 \x01(\x03\x12\x18\n\x10\x66\x61iled_permanent\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\"]\n\x0bRunProgress\x12\'\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.evald.v1.TaskProgress\"\xfb\x01\n\x0cTaskProgress\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12%\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x14.evald.v1.DatasetRef\x12%\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskType\x12\"\n\x05state\x18\x05 \x01(\x0e\x32\x13.evald.v1.TaskState\x12\'\n\x06\x63ounts\x18\x06 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12-\n\rresult_status\x18\x07 \x01(\x0e\x32\x16.evald.v1.ResultStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,6 +55,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNSPEC'].fields_by_name['generation_overrides']._serialized_options = b'\342A\001\001'
   _globals['_RUNSPEC'].fields_by_name['labels']._loaded_options = None
   _globals['_RUNSPEC'].fields_by_name['labels']._serialized_options = b'\342A\001\001'
+  _globals['_RUNSPEC'].fields_by_name['dataset_options']._loaded_options = None
+  _globals['_RUNSPEC'].fields_by_name['dataset_options']._serialized_options = b'\342A\001\001'
+  _globals['_RUNSPEC'].fields_by_name['prompt']._loaded_options = None
+  _globals['_RUNSPEC'].fields_by_name['prompt']._serialized_options = b'\342A\001\001'
+  _globals['_RUNSPEC'].fields_by_name['choice_scoring']._loaded_options = None
+  _globals['_RUNSPEC'].fields_by_name['choice_scoring']._serialized_options = b'\342A\001\001'
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['dataset']._loaded_options = None
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['dataset']._serialized_options = b'\342A\001\002'
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['generation_overrides']._loaded_options = None
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['generation_overrides']._serialized_options = b'\342A\001\001'
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['prompt']._loaded_options = None
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['prompt']._serialized_options = b'\342A\001\001'
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['choice_scoring']._loaded_options = None
+  _globals['_DATASETRUNOPTIONS'].fields_by_name['choice_scoring']._serialized_options = b'\342A\001\001'
   _globals['_RETRYPOLICY'].fields_by_name['max_retries']._loaded_options = None
   _globals['_RETRYPOLICY'].fields_by_name['max_retries']._serialized_options = b'\342A\001\001'
   _globals['_RETRYPOLICY'].fields_by_name['backoff']._loaded_options = None
@@ -82,17 +96,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUN'].fields_by_name['request_id']._loaded_options = None
   _globals['_RUN'].fields_by_name['request_id']._serialized_options = b'\342A\001\003'
   _globals['_RUNSPEC']._serialized_start=199
-  _globals['_RUNSPEC']._serialized_end=592
-  _globals['_RUNSPEC_LABELSENTRY']._serialized_start=527
-  _globals['_RUNSPEC_LABELSENTRY']._serialized_end=572
-  _globals['_RETRYPOLICY']._serialized_start=595
-  _globals['_RETRYPOLICY']._serialized_end=820
-  _globals['_RUN']._serialized_start=823
-  _globals['_RUN']._serialized_end=1196
-  _globals['_SUBTASKCOUNTS']._serialized_start=1199
-  _globals['_SUBTASKCOUNTS']._serialized_end=1345
-  _globals['_RUNPROGRESS']._serialized_start=1347
-  _globals['_RUNPROGRESS']._serialized_end=1440
-  _globals['_TASKPROGRESS']._serialized_start=1443
-  _globals['_TASKPROGRESS']._serialized_end=1694
+  _globals['_RUNSPEC']._serialized_end=754
+  _globals['_RUNSPEC_LABELSENTRY']._serialized_start=689
+  _globals['_RUNSPEC_LABELSENTRY']._serialized_end=734
+  _globals['_DATASETRUNOPTIONS']._serialized_start=757
+  _globals['_DATASETRUNOPTIONS']._serialized_end=987
+  _globals['_RETRYPOLICY']._serialized_start=990
+  _globals['_RETRYPOLICY']._serialized_end=1215
+  _globals['_RUN']._serialized_start=1218
+  _globals['_RUN']._serialized_end=1591
+  _globals['_SUBTASKCOUNTS']._serialized_start=1594
+  _globals['_SUBTASKCOUNTS']._serialized_end=1740
+  _globals['_RUNPROGRESS']._serialized_start=1742
+  _globals['_RUNPROGRESS']._serialized_end=1835
+  _globals['_TASKPROGRESS']._serialized_start=1838
+  _globals['_TASKPROGRESS']._serialized_end=2089
 # @@protoc_insertion_point(module_scope)

@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunSpec(_message.Message):
-    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels")
+    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels", "dataset_options", "prompt", "choice_scoring")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,9 @@ class RunSpec(_message.Message):
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     GENERATION_OVERRIDES_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    DATASET_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_SCORING_FIELD_NUMBER: _ClassVar[int]
     name: str
     model_ids: _containers.RepeatedScalarFieldContainer[str]
     datasets: _containers.RepeatedCompositeFieldContainer[_dataset_pb2.DatasetRef]
@@ -39,7 +42,22 @@ class RunSpec(_message.Message):
     retry_policy: RetryPolicy
     generation_overrides: _model_pb2.GenerationParams
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    dataset_options: _containers.RepeatedCompositeFieldContainer[DatasetRunOptions]
+    prompt: _dataset_pb2.PromptOptions
+    choice_scoring: _enums_pb2.ChoiceScoring
+    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ...) -> None: ...
+
+class DatasetRunOptions(_message.Message):
+    __slots__ = ("dataset", "generation_overrides", "prompt", "choice_scoring")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_SCORING_FIELD_NUMBER: _ClassVar[int]
+    dataset: _dataset_pb2.DatasetRef
+    generation_overrides: _model_pb2.GenerationParams
+    prompt: _dataset_pb2.PromptOptions
+    choice_scoring: _enums_pb2.ChoiceScoring
+    def __init__(self, dataset: _Optional[_Union[_dataset_pb2.DatasetRef, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_retries", "backoff", "jitter_fraction", "retry_after_cap")

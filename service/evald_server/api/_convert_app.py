@@ -14,6 +14,13 @@ from evald_server.api._convert_common import (
     timestamp,
 )
 from evald_server.api._convert_enums import from_proto_enum, to_proto_enum
+from evald_server.api._convert_prompts import (
+    choice_scoring_from_proto,
+    dataset_options_from_proto,
+    dataset_options_to_proto,
+    prompt_from_proto,
+    prompt_to_proto,
+)
 from evald_server.api._convert_results import evaluation_to_proto
 from evald_server.app import (
     Dataset,
@@ -40,7 +47,8 @@ def header_from_proto(header: dataset_pb2.UploadDatasetHeader) -> DatasetHeader:
     if task_type is None:
         raise InvalidArgument(
             ErrorReason.DATASET_HEADER_INVALID,
-            "header.task_type: required (classification, qa, ner, summarization, generation)",
+            "header.task_type: required (classification, qa, ner, summarization, generation, "
+            "multiple_choice)",
             metadata={"field": "header.task_type"},
             field_violations=(FieldViolation("header.task_type", "must be set"),),
         )
@@ -50,6 +58,11 @@ def header_from_proto(header: dataset_pb2.UploadDatasetHeader) -> DatasetHeader:
         task_type=task_type,
         prompt_template=header.prompt_template if header.HasField("prompt_template") else None,
         request_id=header.request_id or None,
+        prompt=prompt_from_proto(
+            header.prompt, field="header.prompt", reason=ErrorReason.DATASET_HEADER_INVALID
+        )
+        if header.HasField("prompt")
+        else None,
     )
 
 
@@ -113,6 +126,13 @@ def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
         else RetryPolicy(),
         params=overrides,
         labels=dict(spec.labels),
+        dataset_options=tuple(
+            dataset_options_from_proto(entry, i) for i, entry in enumerate(spec.dataset_options)
+        ),
+        prompt=prompt_from_proto(spec.prompt, field="prompt", reason=ErrorReason.RUN_SPEC_INVALID)
+        if spec.HasField("prompt")
+        else None,
+        choice_scoring=choice_scoring_from_proto(spec.choice_scoring, "choice_scoring"),
     )
 
 
@@ -132,7 +152,7 @@ def model_to_proto(model: ModelInfo) -> model_pb2.Model:
 
 
 def dataset_to_proto(dataset: Dataset) -> dataset_pb2.Dataset:
-    return dataset_pb2.Dataset(
+    message = dataset_pb2.Dataset(
         dataset_id=dataset.dataset_id,
         name=dataset.name,
         benchmark_version=dataset.benchmark_version,
@@ -143,6 +163,9 @@ def dataset_to_proto(dataset: Dataset) -> dataset_pb2.Dataset:
         created_time=timestamp(dataset.created_at),
         size_bytes=dataset.size_bytes,
     )
+    if dataset.prompt is not None:
+        message.prompt.CopyFrom(prompt_to_proto(dataset.prompt))
+    return message
 
 
 def _counts(counters: Counters) -> run_pb2.SubtaskCounts:
@@ -200,6 +223,11 @@ def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
         message.max_concurrency = spec.max_concurrency
     if spec.params is not None:
         message.generation_overrides.CopyFrom(params_to_proto(spec.params))
+    message.dataset_options.extend(dataset_options_to_proto(o) for o in spec.dataset_options)
+    if spec.prompt is not None:
+        message.prompt.CopyFrom(prompt_to_proto(spec.prompt))
+    if spec.choice_scoring is not None:
+        message.choice_scoring = to_proto_enum(spec.choice_scoring)
     return message
 
 

@@ -12,10 +12,12 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from evald.v1 import comparison_pb2, enums_pb2, errors_pb2
 from evald_server.comparison import PairedTest, TaskPairing
 from evald_server.domain import (
+    ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     ResultStatus,
     RunState,
+    ShotFormat,
     SubtaskState,
     TaskState,
     TaskType,
@@ -33,6 +35,8 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     ErrorReason: (errors_pb2.ErrorReason, "ERROR_REASON_"),
     PairedTest: (comparison_pb2.PairedTest, "PAIRED_TEST_"),
     TaskPairing: (comparison_pb2.TaskPairing, "TASK_PAIRING_"),
+    ShotFormat: (enums_pb2.ShotFormat, "SHOT_FORMAT_"),
+    ChoiceScoring: (enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
 }
 
 

@@ -15,6 +15,7 @@ from evald_server.scoring import (
     ClassificationPayload,
     GenerationPayload,
     MetricInterval,
+    MultipleChoicePayload,
     NerPayload,
     QaPayload,
     ScoreReport,
@@ -83,6 +84,8 @@ def _apply_payload(payload: Payload, result: result_pb2.TaskEvaluationResult) ->
                     worst_examples=_worst(payload.worst_examples),
                 )
             )
+        case MultipleChoicePayload():
+            result.multiple_choice.CopyFrom(_mirror(payloads_pb2.MultipleChoicePayload, payload))
         case QaPayload():
             result.qa.CopyFrom(_mirror(payloads_pb2.QaPayload, payload))
         case NerPayload():
@@ -96,3 +99,5 @@ def _apply_payload(payload: Payload, result: result_pb2.TaskEvaluationResult) ->
                     worst_examples=_worst(payload.worst_examples),
                 )
             )
+        case MultipleChoicePayload():
+            result.multiple_choice.CopyFrom(_mirror(payloads_pb2.MultipleChoicePayload, payload))

@@ -29,7 +29,7 @@ from evald_server.domain import (
     NotFound,
     TaskType,
 )
-from evald_server.engine import DatasetRef
+from evald_server.engine import DatasetRef, ShotSourceProblem, shot_source
 from evald_server.store import DatasetRow, RecordRow, Store
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -58,6 +58,8 @@ def _header_problems(header: DatasetHeader) -> list[FieldViolation]:
         problems.append(FieldViolation("task_type", "is required"))
     if header.request_id is not None and not 0 < len(header.request_id) <= _MAX_REQUEST_ID:
         problems.append(FieldViolation("request_id", f"1-{_MAX_REQUEST_ID} characters"))
+    if header.prompt is not None:
+        problems.extend(FieldViolation(f, w) for f, w in header.prompt.problems("prompt"))
     return problems
 
 
@@ -92,6 +94,8 @@ class DatasetService:
         )
         parsed: ParsedDataset = await anyio.to_thread.run_sync(parse)
         del received
+        if header.prompt is not None:
+            await self._check_shot_source(tenant, header, len(parsed.records))
         request_hash = _upload_hash(header, parsed.content_sha256)
         row = DatasetRow(
             dataset_id=f"ds_{uuid.uuid4().hex[:16]}",
@@ -106,6 +110,7 @@ class DatasetService:
             request_id=header.request_id,
             request_hash=request_hash,
             size_bytes=size,
+            prompt_options=None if header.prompt is None else header.prompt.to_json(),
         )
         records = (
             RecordRow(idx=i, record_id=r.record_id, fields=r.fields)
@@ -126,6 +131,8 @@ class DatasetService:
             stored.content_sha256 == parsed.content_sha256
             and stored.task_type is header.task_type
             and stored.prompt_template == header.prompt_template
+            and stored.prompt_options
+            == (None if header.prompt is None else header.prompt.to_json())
         )
         if not same:
             raise AlreadyExists(
@@ -139,6 +146,25 @@ class DatasetService:
                 },
             )
         return Dataset.of(stored), False
+
+    async def _check_shot_source(self, tenant: str, header: DatasetHeader, records: int) -> None:
+        assert header.prompt is not None
+        try:
+            await shot_source(
+                self._store,
+                tenant,
+                header.task_type,
+                header.prompt,
+                own_record_count=records,
+                field="prompt",
+            )
+        except ShotSourceProblem as problem:
+            raise DatasetInvalid(
+                ErrorReason.DATASET_HEADER_INVALID,
+                f"invalid dataset header: {problem.field}: {problem.message}",
+                metadata={"field": problem.field},
+                field_violations=(FieldViolation(problem.field, problem.message),),
+            ) from problem
 
     async def get(
         self, tenant: str, dataset_id: str | None = None, ref: DatasetRef | None = None
@@ -215,11 +241,13 @@ async def _collect(chunks: AsyncIterable[bytes] | Iterable[bytes]) -> list[bytes
 
 
 def _upload_hash(header: DatasetHeader, content_sha256: str) -> str:
-    body = [
+    body: list[object] = [
         header.name,
         header.benchmark_version,
         header.task_type.value,
         header.prompt_template,
         content_sha256,
     ]
+    if header.prompt is not None:  # appended only when set: older hashes stay valid
+        body.append(header.prompt.to_json())
     return hashlib.sha256(json.dumps(body).encode()).hexdigest()

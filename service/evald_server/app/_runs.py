@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator, Sequence
 from evald_server.app._pages import decode_token, encode_token, integer, keyset, page_size
 from evald_server.app._types import Page, Run, Sample
 from evald_server.config import ModelConfig, ServerConfig
+from evald_server.datasets import ChatPrompt
 from evald_server.domain import (
     AlreadyExists,
+    ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     FailedPrecondition,
@@ -25,7 +27,18 @@ from evald_server.domain import (
     SubtaskState,
     TaskType,
 )
-from evald_server.engine import Engine, ModelIdentity, RunEvent, RunSpec, TaskEvaluation
+from evald_server.engine import (
+    DatasetRef,
+    Engine,
+    ModelIdentity,
+    RunEvent,
+    RunSpec,
+    ShotSourceProblem,
+    TaskEvaluation,
+    shot_source,
+    task_prompt,
+)
+from evald_server.engine._prompting import effective_options
 from evald_server.store import DatasetRow, NewRun, NewTask, RunRow, Store
 
 _LIVE = (RunState.PENDING, RunState.RUNNING)
@@ -70,13 +83,14 @@ class RunService:
         tasks: list[NewTask] = []
         for model_id in spec.models:
             model = self._models[model_id]
-            identity = ModelIdentity(
-                model_id=model.id,
-                provider=model.provider,
-                provider_model=model.provider_model,
-                params=model.params.merged(spec.params),
-            )
             for dataset in datasets:
+                ref = DatasetRef(dataset.name, dataset.benchmark_version)
+                identity = ModelIdentity(
+                    model_id=model.id,
+                    provider=model.provider,
+                    provider_model=model.provider_model,
+                    params=spec.params_for(model.params, ref, dataset.task_type),
+                )
                 ordinal = len(tasks)
                 tasks.append(
                     NewTask(
@@ -133,6 +147,8 @@ class RunService:
                     metadata={"name": ref.name, "benchmarkVersion": ref.benchmark_version},
                 )
             datasets.append(row)
+        for row in datasets:
+            await self._validate_dataset_settings(tenant, spec, row)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
         if subtasks > limits.max_subtasks_per_run:
@@ -155,6 +171,46 @@ class RunService:
                 metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
             )
         return datasets
+
+    async def _validate_dataset_settings(self, tenant: str, spec: RunSpec, row: DatasetRow) -> None:
+        """Prompt examples that can be drawn; log-probability scoring only where it applies."""
+        ref = DatasetRef(row.name, row.benchmark_version)
+        try:
+            await shot_source(
+                self._store,
+                tenant,
+                row.task_type,
+                effective_options(spec, row),
+                own_record_count=row.record_count,
+                field=f"spec.prompt ({row.name} {row.benchmark_version})",
+            )
+        except ShotSourceProblem as problem:
+            error = NotFound if problem.not_found else InvalidArgument
+            raise error(
+                ErrorReason.DATASET_VERSION_NOT_FOUND
+                if problem.not_found
+                else ErrorReason.RUN_SPEC_INVALID,
+                f"invalid run spec: {problem.field}: {problem.message}",
+                metadata={"field": problem.field},
+                field_violations=(FieldViolation(problem.field, problem.message),),
+            ) from problem
+        entry = spec.options_for(ref)
+        if (
+            entry is not None
+            and entry.choice_scoring is ChoiceScoring.LOGPROBS
+            and row.task_type is not TaskType.MULTIPLE_CHOICE
+        ):
+            field = "spec.dataset_options.choice_scoring"
+            message = (
+                f"log-probability scoring needs a multiple_choice dataset; "
+                f"{row.name} {row.benchmark_version} is {row.task_type.value}"
+            )
+            raise InvalidArgument(
+                ErrorReason.RUN_SPEC_INVALID,
+                f"invalid run spec: {field}: {message}",
+                metadata={"field": field},
+                field_violations=(FieldViolation(field, message),),
+            )
 
     async def get(self, tenant: str, run_id: str) -> Run:
         return await self._run(await self._owned(tenant, run_id))
@@ -253,7 +309,7 @@ class RunService:
         size: int = 0,
         token: str = "",
     ) -> Page[Sample]:
-        await self._owned(tenant, run_id)
+        run = await self._owned(tenant, run_id)
         tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
         if task_id and task_id not in tasks:
             raise InvalidArgument(
@@ -268,11 +324,13 @@ class RunService:
         rows = await self._store.run_subtasks(run_id, task_id or None, states, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        templates: dict[str, tuple[TaskType, str | None]] = {}
-        for task in tasks.values():
+        spec = RunSpec.from_json(run.spec)
+        prompts: dict[str, tuple[TaskType, ChatPrompt]] = {}
+        for task in (tasks[t] for t in dict.fromkeys(r.task_id for r in rows)):  # this page's
             dataset = await self._store.get_dataset(task.dataset_id)
             assert dataset is not None
-            templates[task.task_id] = (dataset.task_type, dataset.prompt_template)
-        samples = tuple(Sample.of(r, *templates[r.task_id]) for r in rows)
+            prompt = await task_prompt(self._store, tenant, spec, dataset)
+            prompts[task.task_id] = (dataset.task_type, prompt)
+        samples = tuple(Sample.of(r, *prompts[r.task_id]) for r in rows)
         next_token = encode_token("samples", tenant, filters, [rows[-1].row_id]) if more else ""
         return Page(samples, next_token)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from evald_server.config import GenerationParams, ModelConfig
-from evald_server.datasets import expected_text, prompt_text, render_prompt
+from evald_server.datasets import ChatPrompt, PromptOptions, expected_text, prompt_text
 from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
 from evald_server.engine import RunProgress, RunSpec
 from evald_server.store import DatasetRow, RunRow, SubtaskRow, TaskRow
@@ -55,6 +55,7 @@ class DatasetHeader:
     task_type: TaskType
     prompt_template: str | None = None
     request_id: str | None = None
+    prompt: PromptOptions | None = None  # system message, k-shot examples
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,7 @@ class Dataset:
     prompt_template: str | None
     created_at: float
     size_bytes: int
+    prompt: PromptOptions | None = None
 
     @classmethod
     def of(cls, row: DatasetRow) -> "Dataset":
@@ -81,6 +83,9 @@ class Dataset:
             prompt_template=row.prompt_template,
             created_at=row.created_at,
             size_bytes=row.size_bytes,
+            prompt=None
+            if row.prompt_options is None
+            else PromptOptions.from_json(row.prompt_options),
         )
 
 
@@ -140,7 +145,7 @@ class Sample:
     finished_at: float | None
 
     @classmethod
-    def of(cls, row: SubtaskRow, task_type: TaskType, template: str | None) -> "Sample":
+    def of(cls, row: SubtaskRow, task_type: TaskType, prompt: ChatPrompt) -> "Sample":
         return cls(
             subtask_id=row.subtask_id,
             run_id=row.run_id,
@@ -149,7 +154,7 @@ class Sample:
             record_id=row.record_id,
             repeat_index=row.repeat_index,
             state=row.state,
-            input=prompt_text(render_prompt(task_type, row.fields, template)),
+            input=prompt_text(prompt.render(row.fields, row.record_id)),
             expected=expected_text(task_type, row.fields),
             output=row.output,
             scores=row.scores or {},

@@ -1,6 +1,16 @@
 """Datasets: record schemas per task type, the JSONL parser, prompts and gold text."""
 
 from evald_server.datasets._bio import bio_entities
+from evald_server.datasets._chat import (
+    MAX_SHOTS,
+    ChatPrompt,
+    PromptOptions,
+    Shot,
+    plain_prompt,
+    pool_of,
+    shot_positions,
+    shots_needed,
+)
 from evald_server.datasets._numbers import last_number, reference_number
 from evald_server.datasets._parser import DatasetRecord, ParsedDataset, parse_jsonl
 from evald_server.datasets._prompts import (
@@ -10,20 +20,38 @@ from evald_server.datasets._prompts import (
     template_sha256,
     validate_template,
 )
-from evald_server.datasets._references import expected_text, gold_entities, simulator_reference
+from evald_server.datasets._records import MAX_CHOICES, choice_letter, gold_choice_index
+from evald_server.datasets._references import (
+    expected_text,
+    gold_entities,
+    shot_answer,
+    simulator_reference,
+)
 
 __all__ = [
+    "MAX_CHOICES",
+    "MAX_SHOTS",
     "PLACEHOLDERS",
+    "ChatPrompt",
     "DatasetRecord",
     "ParsedDataset",
+    "PromptOptions",
+    "Shot",
     "bio_entities",
+    "choice_letter",
     "expected_text",
+    "gold_choice_index",
     "gold_entities",
     "last_number",
     "parse_jsonl",
+    "plain_prompt",
+    "pool_of",
     "prompt_text",
     "reference_number",
     "render_prompt",
+    "shot_answer",
+    "shot_positions",
+    "shots_needed",
     "simulator_reference",
     "template_sha256",
     "validate_template",

@@ -161,9 +161,10 @@ def _from_validation(exc: ValidationError, line_number: int) -> DatasetInvalid:
         # Model-level validators name their field as "field: message".
         location, message = message.split(": ", 1)
     kind = error["type"]
-    if kind == "missing" or message == "Field required":
+    if kind == "missing" or message.startswith("Field required"):
         reason = ErrorReason.DATASET_FIELD_MISSING
-        message = "field is required"
+        # A validator may add an alternative: "Field required (or answer_letter)".
+        message = "field is required" + message.removeprefix("Field required")
     elif kind == "extra_forbidden":
         reason = ErrorReason.DATASET_FIELD_INVALID
         message = "unknown field"

@@ -23,6 +23,9 @@ PLACEHOLDERS: dict[TaskType, frozenset[str]] = {
     TaskType.NER: frozenset({"text"}),
     TaskType.SUMMARIZATION: frozenset({"document"}),
     TaskType.GENERATION: frozenset({"input"}),
+    # ``subject`` is the record's ``metadata.subject`` (lm-evaluation-harness' MMLU
+    # prompt names it), "" when absent.
+    TaskType.MULTIPLE_CHOICE: frozenset({"question", "context", "choices", "subject"}),
 }
 
 
@@ -40,6 +43,15 @@ def _values(task_type: TaskType, fields: Mapping[str, Any]) -> dict[str, str]:
         return {"text": text}
     if task_type is TaskType.SUMMARIZATION:
         return {"document": fields["document"]}
+    if task_type is TaskType.MULTIPLE_CHOICE:
+        metadata = fields.get("metadata") or {}
+        subject = metadata.get("subject") if isinstance(metadata, dict) else None
+        return {
+            "question": fields["question"],
+            "context": fields.get("context", ""),
+            "choices": _choices_block(fields["choices"]),
+            "subject": subject if isinstance(subject, str) else "",
+        }
     return {"input": fields["input"]}
 
 
@@ -78,12 +90,21 @@ def _default_generation(values: Mapping[str, str]) -> str:
     return values["input"]
 
 
+def _default_multiple_choice(values: Mapping[str, str]) -> str:
+    context = f"{values['context']}\n\n" if values["context"] else ""
+    return (
+        "Answer the multiple-choice question with the letter of the correct choice.\n\n"
+        f"{context}{values['question']}\n{values['choices']}\nAnswer:"
+    )
+
+
 DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
     TaskType.CLASSIFICATION: _default_classification,
     TaskType.QA: _default_qa,
     TaskType.NER: _default_ner,
     TaskType.SUMMARIZATION: _default_summarization,
     TaskType.GENERATION: _default_generation,
+    TaskType.MULTIPLE_CHOICE: _default_multiple_choice,
 }
 
 

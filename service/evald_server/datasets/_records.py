@@ -6,6 +6,7 @@ a typo (``lable``) fails the upload instead of silently dropping the gold data.
 """
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
@@ -112,10 +113,52 @@ class GenerationRecord(_Record):
         return self
 
 
+MAX_CHOICES = 26  # lettered A-Z
+
+
+def choice_letter(index: int) -> str:
+    """The letter of the ``index``-th choice (0 → "A")."""
+    return chr(ord("A") + index)
+
+
+class MultipleChoiceRecord(_Record):
+    """A question with its own choices (2-26, lettered A, B, ... in order) and the gold
+    choice as ``answer_index`` (0-based) or ``answer_letter`` ("A"-"Z"), not both."""
+
+    question: NonEmpty
+    context: StrictStr | None = None
+    choices: Annotated[list[NonEmpty], Field(min_length=2, max_length=MAX_CHOICES)]
+    answer_index: Annotated[StrictInt, Field(ge=0)] | None = None
+    answer_letter: Annotated[StrictStr, Field(pattern=r"^[A-Za-z]$")] | None = None
+
+    @model_validator(mode="after")
+    def _one_gold_in_range(self) -> "MultipleChoiceRecord":
+        if (self.answer_index is None) == (self.answer_letter is None):
+            if self.answer_index is None:
+                raise ValueError("answer_index: Field required (or answer_letter)")
+            raise ValueError("answer_letter: give answer_index or answer_letter, not both")
+        index = gold_choice_index(self.model_dump(exclude_none=True))
+        if index >= len(self.choices):
+            field = "answer_index" if self.answer_index is not None else "answer_letter"
+            raise ValueError(
+                f"{field}: choice {choice_letter(index)} (index {index}) is beyond the "
+                f"{len(self.choices)} choices"
+            )
+        return self
+
+
+def gold_choice_index(fields: Mapping[str, Any]) -> int:
+    """The 0-based gold choice of a multiple-choice record (either gold field)."""
+    if fields.get("answer_index") is not None:
+        return int(fields["answer_index"])
+    return ord(str(fields["answer_letter"]).upper()) - ord("A")
+
+
 RECORD_MODELS: dict[TaskType, type[_Record]] = {
     TaskType.CLASSIFICATION: ClassificationRecord,
     TaskType.QA: QaRecord,
     TaskType.NER: NerRecord,
     TaskType.SUMMARIZATION: SummarizationRecord,
     TaskType.GENERATION: GenerationRecord,
+    TaskType.MULTIPLE_CHOICE: MultipleChoiceRecord,
 }

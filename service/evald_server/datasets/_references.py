@@ -8,6 +8,7 @@ from typing import Any
 
 from evald_server.datasets._bio import bio_entities
 from evald_server.datasets._numbers import reference_number
+from evald_server.datasets._records import choice_letter, gold_choice_index
 from evald_server.domain import TaskType
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -30,7 +31,20 @@ def expected_text(task_type: TaskType, fields: Mapping[str, Any]) -> str:
         return json.dumps(gold_entities(fields), ensure_ascii=False)
     if task_type is TaskType.SUMMARIZATION:
         return str(fields["summary"])
+    if task_type is TaskType.MULTIPLE_CHOICE:
+        index = gold_choice_index(fields)
+        return f"{choice_letter(index)}. {fields['choices'][index]}"
     return str(fields["reference"])
+
+
+def shot_answer(task_type: TaskType, fields: Mapping[str, Any]) -> str:
+    """A solved example's answer as a k-shot prompt shows it: the label, the first
+    answer, the entities as JSON, the summary, the choice letter, the reference."""
+    if task_type is TaskType.QA:
+        return str(fields["answers"][0])
+    if task_type is TaskType.MULTIPLE_CHOICE:
+        return choice_letter(gold_choice_index(fields))
+    return expected_text(task_type, fields)
 
 
 def _number_text(value: float) -> str:
@@ -58,6 +72,10 @@ def simulator_reference(task_type: TaskType, fields: Mapping[str, Any]) -> dict[
     if task_type is TaskType.SUMMARIZATION:
         lead = " ".join(_SENTENCE_END.split(str(fields["document"]))[:2])
         return {"expected": fields["summary"], "distractors": [lead]}
+    if task_type is TaskType.MULTIPLE_CHOICE:
+        gold = gold_choice_index(fields)
+        letters = [choice_letter(i) for i in range(len(fields["choices"]))]
+        return {"expected": letters[gold], "distractors": letters[:gold] + letters[gold + 1 :]}
     reference = str(fields["reference"])
     if fields.get("match") == "numeric":
         number = reference_number(reference)

@@ -1,10 +1,12 @@
 """The vocabulary every layer of the server shares: enums, errors, records."""
 
 from evald_server.domain._enums import (
+    ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     ResultStatus,
     RunState,
+    ShotFormat,
     SubtaskState,
     TaskState,
     TaskType,
@@ -25,6 +27,7 @@ from evald_server.domain._errors import (
 
 __all__ = [
     "AlreadyExists",
+    "ChoiceScoring",
     "DatasetInvalid",
     "ErrorCategory",
     "ErrorReason",
@@ -38,6 +41,7 @@ __all__ = [
     "ResourceExhausted",
     "ResultStatus",
     "RunState",
+    "ShotFormat",
     "SubtaskState",
     "TaskState",
     "TaskType",

@@ -15,6 +15,21 @@ class TaskType(StrEnum):
     NER = "ner"
     SUMMARIZATION = "summarization"
     GENERATION = "generation"
+    MULTIPLE_CHOICE = "multiple_choice"
+
+
+class ShotFormat(StrEnum):
+    """How k-shot examples are laid out in the chat messages."""
+
+    SINGLE_MESSAGE = "single_message"  # examples and the record in one user message
+    CHAT_TURNS = "chat_turns"  # a user + assistant turn per example, then the record
+
+
+class ChoiceScoring(StrEnum):
+    """How a multiple-choice answer is read from the model."""
+
+    TEXT = "text"  # the generated text, by the extraction rules
+    LOGPROBS = "logprobs"  # the letter tokens' log-probabilities (text as the fallback)
 
 
 class SubtaskState(StrEnum):

@@ -1,6 +1,7 @@
 """The evaluation engine: dispatch under three limits, retries, cancel, resume, scoring
 as each task finishes, and per-run event streams. Imports no grpc."""
 
+from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub
 from evald_server.engine._executor import TaskContext
@@ -15,6 +16,7 @@ from evald_server.engine._limits import (
 )
 from evald_server.engine._profile import build_profile, percentile
 from evald_server.engine._progress import RunEvent, RunProgress, SampleFailure, TaskProgress
+from evald_server.engine._prompting import ShotSourceProblem, shot_source, task_prompt
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
@@ -33,6 +35,7 @@ __all__ = [
     "RUN_LIMIT",
     "SERVER_LIMIT",
     "BenchmarkRef",
+    "DatasetOptions",
     "DatasetRef",
     "Engine",
     "EventHub",
@@ -48,6 +51,7 @@ __all__ = [
     "RunSpec",
     "SampleFailure",
     "ScoringPort",
+    "ShotSourceProblem",
     "TaskContext",
     "TaskEvaluation",
     "TaskProgress",
@@ -55,5 +59,7 @@ __all__ = [
     "check_limit",
     "generation_params",
     "percentile",
+    "shot_source",
     "task_outcome",
+    "task_prompt",
 ]

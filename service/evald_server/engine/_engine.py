@@ -16,15 +16,23 @@ import anyio
 import anyio.abc
 
 from evald_server.config import GenerationParams
-from evald_server.domain import ErrorReason, EvalError, RunState, TaskState
+from evald_server.domain import (
+    ChoiceScoring,
+    ErrorReason,
+    EvalError,
+    RunState,
+    TaskState,
+    TaskType,
+)
 from evald_server.engine._committer import Committer
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub
-from evald_server.engine._executor import TaskContext
+from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
 from evald_server.engine._limits import Limiter, LimitStats
 from evald_server.engine._progress import RunEvent
 from evald_server.engine._progress_tracker import ProgressTracker
-from evald_server.engine._spec import RunSpec
+from evald_server.engine._prompting import task_prompt
+from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._watcher import ScoringPort, Watcher
 from evald_server.providers import Provider
 from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
@@ -145,9 +153,14 @@ class Engine:
                 run_id=run_id,
                 model_id=task.model_id,
                 task_type=dataset.task_type,
-                template=dataset.prompt_template,
+                prompt=await task_prompt(self.store, run.tenant, spec, dataset),
                 params=GenerationParams.model_validate(task.model["params"]),
                 policy=spec.retry_policy,
+                top_logprobs=TOP_LOGPROBS
+                if dataset.task_type is TaskType.MULTIPLE_CHOICE
+                and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
+                is ChoiceScoring.LOGPROBS
+                else None,
             )
         self.limiter.add_run(run_id, spec.max_concurrency)
         live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}

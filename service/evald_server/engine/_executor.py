@@ -12,13 +12,15 @@ import time
 from dataclasses import dataclass
 
 from evald_server.config import GenerationParams
-from evald_server.datasets import render_prompt, simulator_reference
+from evald_server.datasets import ChatPrompt, simulator_reference
 from evald_server.domain import ErrorReason, EvalError, TaskType
 from evald_server.engine._retry_policy import RetryPolicy
 from evald_server.providers import Provider, ProviderFailure, ProviderRequest, RetryKind
 from evald_server.store import ClaimedSubtask, OutcomeKind, SubtaskOutcome
 
 _log = logging.getLogger(__name__)
+# Alternatives asked for with log-probability scoring: the most the OpenAI API returns.
+TOP_LOGPROBS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +31,10 @@ class TaskContext:
     run_id: str
     model_id: str
     task_type: TaskType
-    template: str | None
+    prompt: ChatPrompt  # template, system message and k-shot examples
     params: GenerationParams
     policy: RetryPolicy
+    top_logprobs: int | None = None  # ask for log-probabilities (choice scoring LOGPROBS)
 
 
 def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
@@ -59,10 +62,11 @@ async def call_model(
     started = time.perf_counter()
     try:
         request = ProviderRequest(
-            messages=render_prompt(ctx.task_type, item.fields, ctx.template),
+            messages=ctx.prompt.render(item.fields, item.record_id),
             params=ctx.params,
             request_key=item.subtask_id,
             reference=simulator_reference(ctx.task_type, item.fields) if reference else {},
+            top_logprobs=ctx.top_logprobs,
         )
         completion = await provider.complete(request)
     except ProviderFailure as failure:
@@ -84,6 +88,8 @@ async def call_model(
         latency_s=completion.latency_s,
         ttft_s=completion.ttft_s,
         call_time_s=time.perf_counter() - started,
+        # Asked and none came back is stored as empty: the scorer counts the fallback.
+        top_logprobs=None if ctx.top_logprobs is None else (completion.top_logprobs or ()),
     )
 
 

@@ -15,7 +15,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from evald_server.config import GenerationParams
-from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument
+from evald_server.datasets import PromptOptions
+from evald_server.domain import (
+    ChoiceScoring,
+    ErrorReason,
+    FieldViolation,
+    InvalidArgument,
+    TaskType,
+)
+from evald_server.engine._dataset_options import DatasetOptions, options_problems
 from evald_server.engine._retry_policy import RetryPolicy
 
 MAX_REPEAT = 100
@@ -44,9 +52,13 @@ class RunSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0  # bootstrap seed of the metric intervals
     scoring_timeout_s: float = 600.0
+    # Per-dataset settings and the run-wide prompt and choice scoring (_dataset_options).
+    dataset_options: tuple[DatasetOptions, ...] = ()
+    prompt: PromptOptions | None = None
+    choice_scoring: ChoiceScoring | None = None
 
     def __post_init__(self) -> None:
-        problems = list(_problems(self))
+        problems = list(_problems(self)) + _dataset_problems(self)
         if problems:
             raise InvalidArgument(
                 ErrorReason.RUN_SPEC_INVALID,
@@ -70,7 +82,57 @@ class RunSpec:
             "labels": dict(sorted(self.labels.items())),
             "seed": self.seed,
             "scoring_timeout_s": self.scoring_timeout_s,
-        }
+        } | self._dataset_json()
+
+    def _dataset_json(self) -> dict[str, Any]:
+        """Only what is set, so that specs without it keep their body hash."""
+        data: dict[str, Any] = {}
+        if self.dataset_options:
+            data["dataset_options"] = [o.to_json() for o in self.dataset_options]
+        if self.prompt is not None:
+            data["prompt"] = self.prompt.to_json()
+        if self.choice_scoring is not None:
+            data["choice_scoring"] = self.choice_scoring.value
+        return data
+
+    def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
+        for entry in self.dataset_options:
+            if (entry.name, entry.benchmark_version) == (ref.name, ref.benchmark_version):
+                return entry
+        return None
+
+    def params_for(
+        self, model_params: GenerationParams, ref: DatasetRef, task_type: TaskType
+    ) -> GenerationParams:
+        """Effective parameters: the model's, then the run's, then the dataset's. A
+        multiple-choice dataset scored by log-probabilities generates one token unless
+        its own settings give ``max_tokens``."""
+        entry = self.options_for(ref)
+        merged = model_params.merged(self.params)
+        if entry is not None:
+            merged = merged.merged(entry.params)
+        own_max_tokens = (
+            entry is not None
+            and entry.params is not None
+            and ("max_tokens" in entry.params.model_fields_set)
+        )
+        logprobs = self.choice_scoring_for(ref) is ChoiceScoring.LOGPROBS
+        if task_type is TaskType.MULTIPLE_CHOICE and logprobs and not own_max_tokens:
+            merged = merged.model_copy(update={"max_tokens": 1})
+        return merged
+
+    def prompt_for(self, ref: DatasetRef) -> PromptOptions | None:
+        """The run's prompt options for a dataset; None means the dataset's own."""
+        entry = self.options_for(ref)
+        if entry is not None and entry.prompt is not None:
+            return entry.prompt
+        return self.prompt
+
+    def choice_scoring_for(self, ref: DatasetRef) -> ChoiceScoring:
+        entry = self.options_for(ref)
+        if entry is not None and entry.choice_scoring is not None:
+            return entry.choice_scoring
+        return self.choice_scoring or ChoiceScoring.TEXT
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
@@ -86,6 +148,13 @@ class RunSpec:
             labels=dict(data.get("labels", {})),
             seed=int(data.get("seed", 0)),
             scoring_timeout_s=float(data.get("scoring_timeout_s", 600.0)),
+            dataset_options=tuple(
+                DatasetOptions.from_json(o) for o in data.get("dataset_options", ())
+            ),
+            prompt=None if data.get("prompt") is None else PromptOptions.from_json(data["prompt"]),
+            choice_scoring=None
+            if data.get("choice_scoring") is None
+            else ChoiceScoring(data["choice_scoring"]),
         )
 
     def body_hash(self) -> str:
@@ -108,6 +177,15 @@ def generation_params(data: Mapping[str, Any]) -> GenerationParams:
             "invalid run spec: " + "; ".join(f"{v.field}: {v.description}" for v in violations),
             field_violations=violations,
         ) from exc
+
+
+def _dataset_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """The per-dataset settings and run-wide prompt (kept apart from ``_problems``)."""
+    datasets = {(d.name, d.benchmark_version) for d in spec.datasets}
+    problems = options_problems(spec.dataset_options, datasets)
+    if spec.prompt is not None:
+        problems.extend(spec.prompt.problems("prompt"))
+    return problems
 
 
 def _problems(spec: RunSpec) -> list[tuple[str, str]]:

@@ -20,7 +20,6 @@ import anyio
 import anyio.abc
 
 import evald_server
-from evald_server.datasets import template_sha256
 from evald_server.domain import (
     ErrorReason,
     EvalError,
@@ -30,6 +29,7 @@ from evald_server.domain import (
     TaskType,
 )
 from evald_server.engine._profile import build_profile
+from evald_server.engine._prompting import task_prompt
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
@@ -142,6 +142,7 @@ class Watcher:
         assert run is not None
         assert dataset is not None
         spec = RunSpec.from_json(run.spec)
+        prompt = await task_prompt(self._store, run.tenant, spec, dataset)
         counters = await self._store.recount_task(task_id)
         started = time.perf_counter()
         report: ScoreReport | None = None
@@ -188,7 +189,7 @@ class Watcher:
                 contract_version=CONTRACT_VERSION,
                 evald_version=evald_server.__version__,
                 scorer=report.scorer if report is not None else "",
-                prompt_template_sha256=template_sha256(dataset.task_type, dataset.prompt_template),
+                prompt_template_sha256=prompt.sha256(),
                 dataset_sha256=dataset.content_sha256,
                 python_version=platform.python_version(),
                 platform=f"{sys.platform}-{platform.machine()}",
@@ -252,7 +253,12 @@ class StoredSamples:
         return EncodedPage(
             tuple(
                 EncodedSample(
-                    str(row.row_id), row.record_id, row.repeat_index, row.record_json, row.output
+                    str(row.row_id),
+                    row.record_id,
+                    row.repeat_index,
+                    row.record_json,
+                    row.output,
+                    row.top_logprobs,
                 )
                 for row in rows
             )

@@ -29,8 +29,14 @@ _COMPLETION = (
 )
 
 
-def completion_body(seq: int, model: str, text: str, prompt_tokens: int) -> bytes:
+def completion_body(
+    seq: int, model: str, text: str, prompt_tokens: int, logprobs: dict[str, Any] | None = None
+) -> bytes:
     completion_tokens = tokens(text)
+    if logprobs is not None:  # off the hot path: only requests that ask for them
+        body = json.loads(completion_body(seq, model, text, prompt_tokens))
+        body["choices"][0]["logprobs"] = logprobs
+        return _dumps(body)
     return (
         _COMPLETION
         % (
@@ -46,7 +52,13 @@ def completion_body(seq: int, model: str, text: str, prompt_tokens: int) -> byte
 
 
 def stream_events(
-    seq: int, model: str, text: str, prompt_tokens: int, *, include_usage: bool
+    seq: int,
+    model: str,
+    text: str,
+    prompt_tokens: int,
+    *,
+    include_usage: bool,
+    logprobs: dict[str, Any] | None = None,
 ) -> Iterator[bytes]:
     """The SSE events of a streamed completion: role, content pieces, stop, usage, [DONE]."""
     head = {"id": f"chatcmpl-fake-{seq}", "object": "chat.completion.chunk", "model": model}
@@ -55,8 +67,11 @@ def stream_events(
         return b"data: " + _dumps({**head, "choices": choices, **extra}) + b"\n\n"
 
     yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}}])
-    for piece in _PIECES.findall(text):
-        yield event([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+    for index, piece in enumerate(_PIECES.findall(text)):
+        choice: dict[str, Any] = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+        if index == 0 and logprobs is not None:  # the first token's, on its chunk
+            choice["logprobs"] = logprobs
+        yield event([choice])
     yield event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
     if include_usage:
         completion_tokens = tokens(text)

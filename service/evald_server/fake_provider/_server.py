@@ -30,6 +30,7 @@ from aiohttp import web
 from evald_server.config import ModelConfig
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, Kind
 from evald_server.fake_provider._journal import Journal, JournalEntry
+from evald_server.fake_provider._logprobs import AlternativesFn, first_piece, logprobs_block
 from evald_server.fake_provider._responses import (
     MALFORMED_BODY,
     MALFORMED_EVENT,
@@ -74,9 +75,11 @@ class FakeProvider:
         answer: AnswerFn | None = None,
         port: int = 0,
         max_journal_entries: int = 1_000_000,
+        alternatives: AlternativesFn = first_piece,
     ) -> None:
         self._config = config or FakeConfig()
         self._answer_fn = answer
+        self._alternatives = alternatives
         self._port = port
         self.journal = Journal(max_entries=max_journal_entries)
         self._runner: web.AppRunner | None = None
@@ -237,15 +240,26 @@ class FakeProvider:
             return web.Response(body=MALFORMED_BODY, content_type=_JSON)
         text = self._answer(behaviour, config, chat)
         prompt_tokens = sum(tokens(str(m.get("content", ""))) for m in chat.messages)
+        logprobs = None
+        if chat.body.get("logprobs") is True:
+            top_n = chat.body.get("top_logprobs")
+            logprobs = logprobs_block(
+                self._alternatives(chat, text), top_n if isinstance(top_n, int) else 1
+            )
         if not stream:
-            body = completion_body(entry.seq, chat.model, text, prompt_tokens)
+            body = completion_body(entry.seq, chat.model, text, prompt_tokens, logprobs)
             return web.Response(body=body, content_type=_JSON)
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
         events = stream_events(
-            entry.seq, chat.model, text, prompt_tokens, include_usage=include_usage
+            entry.seq,
+            chat.model,
+            text,
+            prompt_tokens,
+            include_usage=include_usage,
+            logprobs=logprobs,
         )
         for index, event in enumerate(events):
             if behaviour.kind is Kind.MALFORMED and index == 1:

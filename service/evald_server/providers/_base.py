@@ -33,6 +33,8 @@ class ProviderRequest:
     params: GenerationParams
     request_key: str
     reference: Mapping[str, Any] = field(default_factory=dict)
+    # Ask for the first token's top alternatives with log-probabilities (None: don't).
+    top_logprobs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,8 @@ class Completion:
     ttft_s: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # The first token's (token, log-probability) alternatives; None when none came back.
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
 
 class RetryKind(StrEnum):

@@ -206,4 +206,5 @@ def _completion(parsed: ParsedCompletion, latency_s: float, ttft_s: float | None
         ttft_s=ttft_s,
         prompt_tokens=parsed.prompt_tokens,
         completion_tokens=parsed.completion_tokens,
+        top_logprobs=parsed.top_logprobs,
     )

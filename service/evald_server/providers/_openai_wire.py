@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evald_server.providers._base import ProviderRequest
+from evald_server.providers._logprobs import TopLogprobs, first_token_alternatives, logprob_fields
 
 
 class MalformedResponse(Exception):
@@ -45,6 +46,7 @@ def request_body(model_name: str, request: ProviderRequest, *, stream: bool) -> 
         body["seed"] = params.seed
     if params.stop:
         body["stop"] = list(params.stop)
+    body.update(logprob_fields(request.top_logprobs))
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -56,6 +58,7 @@ class ParsedCompletion:
     text: str
     prompt_tokens: int | None
     completion_tokens: int | None
+    top_logprobs: TopLogprobs | None = None
 
 
 def parse_completion(raw: bytes) -> ParsedCompletion:
@@ -68,7 +71,12 @@ def parse_completion(raw: bytes) -> ParsedCompletion:
     if not isinstance(message, dict):
         raise MalformedResponse("choices[0] has no message")
     prompt_tokens, completion_tokens = _usage(data.get("usage"))
-    return ParsedCompletion(_content(message.get("content")), prompt_tokens, completion_tokens)
+    return ParsedCompletion(
+        _content(message.get("content")),
+        prompt_tokens,
+        completion_tokens,
+        first_token_alternatives(choices[0]),
+    )
 
 
 def error_detail(raw: bytes, limit: int = 200) -> str:
@@ -101,6 +109,7 @@ class StreamAccumulator:
     completion_tokens: int | None = None
     finished: bool = False  # a choice carried a finish_reason
     done: bool = False
+    top_logprobs: TopLogprobs | None = None  # from the first chunk that has any
 
     def feed(self, line: bytes) -> bool:
         line = line.strip()
@@ -123,6 +132,8 @@ class StreamAccumulator:
             raise MalformedResponse("chunk choices is not a list of objects")
         if choices[0].get("finish_reason"):
             self.finished = True
+        if self.top_logprobs is None:
+            self.top_logprobs = first_token_alternatives(choices[0])
         delta = choices[0].get("delta")
         if not isinstance(delta, dict):
             return False
@@ -135,7 +146,9 @@ class StreamAccumulator:
     def result(self) -> ParsedCompletion:
         if not (self.done or self.finished):
             raise MalformedResponse("stream ended before [DONE] or a finish_reason")
-        return ParsedCompletion("".join(self.parts), self.prompt_tokens, self.completion_tokens)
+        return ParsedCompletion(
+            "".join(self.parts), self.prompt_tokens, self.completion_tokens, self.top_logprobs
+        )
 
 
 def _load_object(raw: bytes) -> dict[str, Any]:

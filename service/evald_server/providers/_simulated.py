@@ -79,12 +79,17 @@ class SimulatedProvider:
                 latency_s=latency_s,
             )
         text = self.answer(key, request.reference)
+        words = text.split()
         return Completion(
             text=text,
             latency_s=latency_s,
             ttft_s=latency_s * TTFT_SHARE,
             prompt_tokens=sum(len(m.content.split()) for m in request.messages),
-            completion_tokens=len(text.split()),
+            completion_tokens=len(words),
+            # A simulator, not a model: its answer's first word is its only alternative.
+            top_logprobs=((words[0], math.log(0.9)),)
+            if request.top_logprobs is not None and words
+            else None,
         )
 
     async def aclose(self) -> None:

@@ -8,8 +8,8 @@ SCORER_TIMEOUT) for that task only. It takes the samples in memory or as a
 the worker one page at a time), and the report's per-sample scores come back as
 ``SampleScores`` (columns, read row by row). The scoring rules of each task type are documented
 in its module (``_classification``, ``_labels``, ``_qa``, ``_normalize``, ``_ner``,
-``_entities``, ``_summarization``, ``_generation``) and the intervals in
-``_intervals``.
+``_entities``, ``_summarization``, ``_generation``, ``_multiple_choice``, ``_choices``)
+and the intervals in ``_intervals``.
 """
 
 from evald_server.scoring._common import BaseScorer, Evaluation
@@ -22,14 +22,18 @@ from evald_server.scoring._pages import (
     read_samples,
 )
 from evald_server.scoring._payloads import (
+    ChoiceLetterStats,
     ClassificationPayload,
     ClassMetrics,
     EntityTypeMetrics,
+    ExtractionRuleCount,
     GenerationPayload,
     MatchModeStats,
+    MultipleChoicePayload,
     NerPayload,
     QaPayload,
     RougeScore,
+    SubjectAccuracy,
     SummarizationPayload,
     WorstExample,
 )
@@ -49,17 +53,20 @@ from evald_server.scoring._types import (
 
 __all__ = [
     "BaseScorer",
+    "ChoiceLetterStats",
     "ClassMetrics",
     "ClassificationPayload",
     "EncodedPage",
     "EncodedSample",
     "EntityTypeMetrics",
     "Evaluation",
+    "ExtractionRuleCount",
     "GenerationPayload",
     "IntervalMethod",
     "MatchModeStats",
     "MetricInterval",
     "MetricUncertainty",
+    "MultipleChoicePayload",
     "NerPayload",
     "PageDecoder",
     "Payload",
@@ -74,6 +81,7 @@ __all__ = [
     "ScoringFailure",
     "ScoringPool",
     "ScoringSample",
+    "SubjectAccuracy",
     "SummarizationPayload",
     "WorstExample",
     "read_samples",

@@ -24,6 +24,7 @@ class EncodedSample(NamedTuple):
     repeat_index: int
     record_json: str
     output: str | None  # None: the subtask did not succeed, counted as skipped
+    top_logprobs: tuple[tuple[str, float], ...] | None = None  # when the run asked for them
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,7 @@ class PageDecoder:
 
     def decode(self, page: EncodedPage) -> list[ScoringSample]:
         samples = []
-        for subtask_id, record_id, repeat_index, text, output in page.samples:
+        for subtask_id, record_id, repeat_index, text, output, top_logprobs in page.samples:
             if text is not self._text:
                 record = json.loads(text)
                 if not isinstance(record, dict):
@@ -62,6 +63,7 @@ class PageDecoder:
                     repeat_index,
                     self._record,
                     self._compact.value(output),
+                    top_logprobs=top_logprobs,
                 )
             )
         return samples

@@ -89,3 +89,38 @@ class MatchModeStats:
 class GenerationPayload:
     per_mode: tuple[MatchModeStats, ...]
     worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceLetterStats:
+    letter: str
+    gold: int  # samples whose gold answer is this letter
+    predicted: int  # samples mapped to this letter
+    correct: int  # samples of this gold letter answered right
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectAccuracy:
+    subject: str  # the record's metadata.subject ("" when it has none)
+    samples: int
+    correct: int
+    accuracy: float
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionRuleCount:
+    rule: str  # an extraction rule, "logprobs" or "unmapped"
+    samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class MultipleChoicePayload:
+    accuracy: float
+    unmapped_outputs: int
+    letters: tuple[ChoiceLetterStats, ...]  # A up to the most choices any record has
+    subjects: tuple[SubjectAccuracy, ...]  # sorted by subject; empty without subjects
+    subject_macro_accuracy: float  # unweighted mean over ``subjects`` (0 without)
+    extraction_rules: tuple[ExtractionRuleCount, ...]  # rule order, only rules used
+    logprob_scored: int
+    logprob_fallbacks: int
+    worst_examples: tuple[WorstExample, ...]

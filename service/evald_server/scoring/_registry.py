@@ -6,6 +6,7 @@ from typing import Protocol
 from evald_server.domain import TaskType
 from evald_server.scoring._classification import ClassificationScorer
 from evald_server.scoring._generation import GenerationScorer
+from evald_server.scoring._multiple_choice import MultipleChoiceScorer
 from evald_server.scoring._ner import NerScorer
 from evald_server.scoring._qa import QaScorer
 from evald_server.scoring._summarization import SummarizationScorer
@@ -42,6 +43,7 @@ _SCORERS: dict[TaskType, Scorer] = {
         NerScorer(),
         SummarizationScorer(),
         GenerationScorer(),
+        MultipleChoiceScorer(),
     )
 }
 

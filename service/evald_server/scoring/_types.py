@@ -13,12 +13,20 @@ from typing import Any
 from evald_server.scoring._payloads import (
     ClassificationPayload,
     GenerationPayload,
+    MultipleChoicePayload,
     NerPayload,
     QaPayload,
     SummarizationPayload,
 )
 
-Payload = ClassificationPayload | QaPayload | NerPayload | SummarizationPayload | GenerationPayload
+Payload = (
+    ClassificationPayload
+    | QaPayload
+    | NerPayload
+    | SummarizationPayload
+    | GenerationPayload
+    | MultipleChoicePayload
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +39,9 @@ class ScoringSample:
     record: Mapping[str, Any]  # the validated dataset record
     output: str | None  # None when the subtask did not succeed: not scored
     input_text: str = ""  # the rendered prompt, shown in worst examples
+    # The first generated token's top alternatives (token, log-probability) when the
+    # run asked for log-probability scoring (empty: asked, none came back); else None.
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
 
 class IntervalMethod(StrEnum):

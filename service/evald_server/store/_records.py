@@ -101,6 +101,7 @@ class DatasetRow:
     request_id: str | None = None
     request_hash: str | None = None
     size_bytes: int = 0
+    prompt_options: Json | None = None  # PromptOptions.to_json(); None: zero-shot
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +230,8 @@ class SubtaskOutcome:
     error: EvalError | None = None
     next_attempt_at: float | None = None
     rate_limited: bool = False
+    # The first token's (token, log-probability) alternatives, when they were asked for.
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +323,7 @@ class TaskOutput:
     record_id: str
     record_json: str  # the stored JSON object; one str shared by a record's repeats in a page
     output: str
+    top_logprobs: tuple[tuple[str, float], ...] | None = None  # when asked for
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,7 +149,15 @@ _V3 = (
         WHERE state = 'failed'""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+# Version 4: a dataset's chat prompt options (system message, k-shot examples), and a
+# subtask's first-token log-probabilities (JSON [[token, logprob], ...]) where a run
+# scores multiple choice by them.
+_V4 = (
+    "ALTER TABLE datasets ADD COLUMN prompt_options TEXT",
+    "ALTER TABLE subtasks ADD COLUMN top_logprobs TEXT",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -11,7 +11,7 @@ from evald_server.store._sql_common import dumps, transaction
 
 _COLUMNS = (
     "dataset_id, tenant, name, benchmark_version, task_type, sha256, record_count, "
-    "prompt_template, created_at, request_id, request_hash, size_bytes"
+    "prompt_template, created_at, request_id, request_hash, size_bytes, prompt_options"
 )
 
 
@@ -29,6 +29,7 @@ def _dataset_from(row: tuple[Any, ...]) -> DatasetRow:
         request_id=row[9],
         request_hash=row[10],
         size_bytes=int(row[11]),
+        prompt_options=None if row[12] is None else json.loads(row[12]),
     )
 
 
@@ -43,7 +44,7 @@ def create_dataset(
         if existing is not None:
             return existing, False
         conn.execute(
-            f"INSERT INTO datasets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO datasets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 dataset.dataset_id,
                 dataset.tenant,
@@ -57,6 +58,7 @@ def create_dataset(
                 dataset.request_id,
                 dataset.request_hash,
                 dataset.size_bytes,
+                None if dataset.prompt_options is None else dumps(dataset.prompt_options),
             ),
         )
         conn.executemany(

@@ -130,7 +130,7 @@ _UPDATE_OUTCOME = (
     "output = COALESCE(?, output), prompt_tokens = COALESCE(?, prompt_tokens), "
     "completion_tokens = COALESCE(?, completion_tokens), latency_s = COALESCE(?, latency_s), "
     "ttft_s = COALESCE(?, ttft_s), first_error = COALESCE(first_error, ?), "
-    "last_error = COALESCE(?, last_error) "
+    "last_error = COALESCE(?, last_error), top_logprobs = COALESCE(?, top_logprobs) "
     "WHERE row_id = ?"
 )
 
@@ -193,6 +193,7 @@ def complete(
                     outcome.ttft_s,
                     error,
                     error,
+                    None if outcome.top_logprobs is None else dumps(outcome.top_logprobs),
                     outcome.row_id,
                 )
             )

@@ -203,8 +203,8 @@ def task_outputs(
     purpose: scoring reads every output of a task, 100,000 of them for a large one, and
     the records stay JSON text (the scoring worker decodes them)."""
     rows = conn.execute(
-        "SELECT s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output "
-        "FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+        "SELECT s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output, "
+        "s.top_logprobs FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
         "WHERE s.task_id = ? AND s.row_id > ? AND s.state = 'succeeded' "
         "ORDER BY s.row_id LIMIT ?",
@@ -212,10 +212,11 @@ def task_outputs(
     ).fetchall()
     outputs = []
     last_idx, last_fields = -1, ""
-    for row_id, idx, repeat, record_id, fields, output in rows:
+    for row_id, idx, repeat, record_id, fields, output, logprobs in rows:
         if idx != last_idx:  # the repeats of a record are adjacent: one copy of its text
             last_idx, last_fields = idx, fields
-        outputs.append(TaskOutput(row_id, idx, repeat, record_id, last_fields, output or ""))
+        top = None if logprobs is None else tuple((t, float(p)) for t, p in json.loads(logprobs))
+        outputs.append(TaskOutput(row_id, idx, repeat, record_id, last_fields, output or "", top))
     return outputs
 
 

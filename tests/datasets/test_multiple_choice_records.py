@@ -1,0 +1,125 @@
+"""Multiple-choice records: question, optional context, 2-26 choices, one gold field."""
+
+import json
+
+import pytest
+
+from evald_server.datasets import expected_text, parse_jsonl, render_prompt, simulator_reference
+from evald_server.domain import DatasetInvalid, ErrorReason, TaskType
+
+LIMITS = {"max_records": 100, "max_record_bytes": 8192}
+
+
+def parse(*records: object) -> object:
+    data = ("\n".join(json.dumps(r) for r in records) + "\n").encode()
+    return parse_jsonl(TaskType.MULTIPLE_CHOICE, [data], **LIMITS)
+
+
+def test_gold_as_index_or_letter() -> None:
+    parsed = parse(
+        {"question": "q", "choices": ["a", "b"], "answer_index": 1},
+        {"question": "q", "context": "c", "choices": ["a", "b", "c"], "answer_letter": "c"},
+    )
+    fields = [r.fields for r in parsed.records]  # type: ignore[attr-defined]
+    assert expected_text(TaskType.MULTIPLE_CHOICE, fields[0]) == "B. b"
+    assert expected_text(TaskType.MULTIPLE_CHOICE, fields[1]) == "C. c"
+    assert simulator_reference(TaskType.MULTIPLE_CHOICE, fields[1]) == {
+        "expected": "C",
+        "distractors": ["A", "B"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("record", "reason", "field", "fragment"),
+    [
+        (
+            {"question": "q", "choices": ["a", "b"]},
+            "DATASET_FIELD_MISSING",
+            "answer_index",
+            "or answer_letter",
+        ),
+        (
+            {"question": "q", "choices": ["a", "b"], "answer_index": 0, "answer_letter": "A"},
+            "DATASET_FIELD_INVALID",
+            "answer_letter",
+            "not both",
+        ),
+        (
+            {"question": "q", "choices": ["a", "b"], "answer_index": 2},
+            "DATASET_FIELD_INVALID",
+            "answer_index",
+            "beyond the 2 choices",
+        ),
+        (
+            {"question": "q", "choices": ["a", "b"], "answer_letter": "D"},
+            "DATASET_FIELD_INVALID",
+            "answer_letter",
+            "beyond",
+        ),
+        (
+            {"question": "q", "choices": ["a", "b"], "answer_letter": "AB"},
+            "DATASET_FIELD_INVALID",
+            "answer_letter",
+            "pattern",
+        ),
+        (
+            {"question": "q", "choices": ["a", "b"], "answer_index": -1},
+            "DATASET_FIELD_INVALID",
+            "answer_index",
+            "greater than",
+        ),
+        (
+            {"question": "q", "choices": ["a"], "answer_index": 0},
+            "DATASET_FIELD_INVALID",
+            "choices",
+            "at least 2",
+        ),
+        (
+            {"question": "q", "choices": [str(i) for i in range(27)], "answer_index": 0},
+            "DATASET_FIELD_INVALID",
+            "choices",
+            "at most 26",
+        ),
+        (
+            {"question": "", "choices": ["a", "b"], "answer_index": 0},
+            "DATASET_FIELD_INVALID",
+            "question",
+            "at least 1",
+        ),
+        (
+            {"question": "q", "choices": ["a", "b"], "answer": 0},
+            "DATASET_FIELD_INVALID",
+            "answer",
+            "unknown field",
+        ),
+    ],
+)
+def test_bad_records_name_their_field(
+    record: dict[str, object], reason: str, field: str, fragment: str
+) -> None:
+    with pytest.raises(DatasetInvalid) as caught:
+        parse({"question": "ok", "choices": ["a", "b"], "answer_index": 0}, record)
+    error = caught.value
+    assert error.reason is ErrorReason[reason]
+    assert error.metadata["line"] == "2"
+    assert error.metadata["field"] == field
+    assert fragment in error.message
+
+
+def test_default_prompt_letters_the_choices_and_subject_is_a_placeholder() -> None:
+    fields = {
+        "question": "2 + 2 = ?",
+        "context": "Arithmetic.",
+        "choices": ["3", "4"],
+        "answer_index": 1,
+        "metadata": {"subject": "elementary_mathematics"},
+    }
+    (message,) = render_prompt(TaskType.MULTIPLE_CHOICE, fields)
+    assert message.content == (
+        "Answer the multiple-choice question with the letter of the correct choice.\n\n"
+        "Arithmetic.\n\n2 + 2 = ?\nA. 3\nB. 4\nAnswer:"
+    )
+    (custom,) = render_prompt(
+        TaskType.MULTIPLE_CHOICE, fields, "About {subject}.\n{question}\n{choices}\nAnswer:"
+    )
+    assert custom.content == "About elementary_mathematics.\n2 + 2 = ?\nA. 3\nB. 4\nAnswer:"
