@@ -15,6 +15,9 @@ from typing import Any
 from evald_server.domain import DatasetInvalid, ErrorReason, TaskType
 from evald_server.providers._base import ChatMessage
 
+# A template is instructions around a record, not a corpus: few-shot prompts fit easily.
+MAX_TEMPLATE_CHARS = 65_536
+
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
 
 PLACEHOLDERS: dict[TaskType, frozenset[str]] = {
@@ -88,8 +91,20 @@ DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
 
 
 def validate_template(task_type: TaskType, template: str) -> None:
-    """Reject unknown placeholders and stray braces before anything is stored."""
+    """Reject unknown placeholders, stray braces, a template without any placeholder
+    (every sample would get the same prompt) and one over ``MAX_TEMPLATE_CHARS``."""
     allowed = PLACEHOLDERS[task_type]
+    if len(template) > MAX_TEMPLATE_CHARS:
+        raise DatasetInvalid(
+            ErrorReason.DATASET_HEADER_INVALID,
+            f"prompt_template: {len(template)} characters, over the limit of {MAX_TEMPLATE_CHARS}",
+            metadata={
+                "field": "prompt_template",
+                "limit": "max_template_chars",
+                "limitValue": MAX_TEMPLATE_CHARS,
+            },
+        )
+    placeholders = 0
     for match in _PLACEHOLDER.finditer(template):
         token, name = match.group(0), match.group(1)
         if token in ("{{", "}}"):
@@ -108,6 +123,14 @@ def validate_template(task_type: TaskType, template: str) -> None:
                 f"(allowed: {', '.join(sorted(allowed))})",
                 metadata={"field": "prompt_template", "placeholder": name},
             )
+        placeholders += 1
+    if not placeholders:
+        raise DatasetInvalid(
+            ErrorReason.DATASET_HEADER_INVALID,
+            "prompt_template: has no placeholder, so every sample would get the same "
+            f"prompt (use one of {', '.join('{' + p + '}' for p in sorted(allowed))})",
+            metadata={"field": "prompt_template"},
+        )
 
 
 def _fill(template: str, values: Mapping[str, str]) -> str:
