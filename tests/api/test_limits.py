@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
 import grpc
 import pytest
 from google.protobuf import duration_pb2
@@ -284,3 +285,38 @@ async def test_max_runs_in_flight_per_tenant(tmp_path: Path) -> None:
         assert (await client.wait(first.run_id, timeout_s=20)).state is RunState.CANCELLED
         second = await client.create_run(models=["sim-slow"], datasets=[("few", "1.0.0")])
         await client.cancel_run(second.run_id)
+
+
+async def test_runs_in_flight_per_tenant_hold_under_a_concurrent_burst(tmp_path: Path) -> None:
+    """40 CreateRun at once against a cap of 3: exactly 3 runs exist afterwards (the
+    count is taken inside the create transaction, not before it)."""
+    cap, burst = 3, 40
+    config = make_config(
+        tmp_path,
+        models=[simulated("sim-slow", latency_ms=5_000, max_concurrency=1)],
+        limits={"max_runs_in_flight_per_tenant": cap},
+    )
+    async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
+        await client.upload_dataset(
+            name="few", version="1.0.0", task_type="classification", records=classification(2)
+        )
+        created: list[str] = []
+        refused: list[ResourceExhausted] = []
+
+        async def create() -> None:
+            try:
+                run = await client.create_run(models=["sim-slow"], datasets=[("few", "1.0.0")])
+            except ResourceExhausted as error:
+                refused.append(error)
+            else:
+                created.append(run.run_id)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for _ in range(burst):
+                    group.start_soon(create)
+        stored = [run async for run in client.list_runs()]
+        assert (len(created), len(refused), len(stored)) == (cap, burst - cap, cap)
+        assert {e.metadata["limit"] for e in refused} == {"max_runs_in_flight_per_tenant"}
+        for run_id in created:
+            await client.cancel_run(run_id)

@@ -26,9 +26,7 @@ from evald_server.domain import (
     TaskType,
 )
 from evald_server.engine import Engine, ModelIdentity, RunEvent, RunSpec, TaskEvaluation
-from evald_server.store import DatasetRow, NewRun, NewTask, RunRow, Store
-
-_LIVE = (RunState.PENDING, RunState.RUNNING)
+from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
 
 
 class RunService:
@@ -98,7 +96,15 @@ class RunService:
             request_id=request_id,
             request_hash=request_hash,
         )
-        row, created = await self._store.create_run(new, tasks)
+        cap = self._config.limits.max_runs_in_flight_per_tenant
+        try:
+            row, created = await self._store.create_run(new, tasks, max_live_runs=cap)
+        except LiveRunLimitReached as exc:
+            raise ResourceExhausted(
+                ErrorReason.LIMIT_EXCEEDED,
+                f"{exc.live} runs are in flight, the limit max_runs_in_flight_per_tenant is {cap}",
+                metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
+            ) from exc
         if not created:  # a concurrent create with the same request_id won
             return await self._replay(row, request_id or "", request_hash), False
         await self._engine.register_run(run_id)
@@ -145,14 +151,6 @@ class RunService:
                     "limitValue": limits.max_subtasks_per_run,
                     "requested": subtasks,
                 },
-            )
-        cap = limits.max_runs_in_flight_per_tenant
-        live = await self._store.list_runs(tenant, None, cap, states=_LIVE)
-        if len(live) >= cap:
-            raise ResourceExhausted(
-                ErrorReason.LIMIT_EXCEEDED,
-                f"{len(live)} runs are in flight, the limit max_runs_in_flight_per_tenant is {cap}",
-                metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
             )
         return datasets
 

@@ -170,8 +170,10 @@ class SqliteStore:
         return await self._read(ds.read_records, dataset_id, idxs)
 
     # Runs.
-    async def create_run(self, run: NewRun, tasks: Sequence[NewTask]) -> tuple[RunRow, bool]:
-        return await self._write(dispatch.create_run, run, tasks, self._retain)
+    async def create_run(
+        self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
+    ) -> tuple[RunRow, bool]:
+        return await self._write(dispatch.create_run, run, tasks, self._retain, max_live_runs)
 
     async def get_run(self, run_id: str) -> RunRow | None:
         return await self._read(reads.get_run, run_id)
