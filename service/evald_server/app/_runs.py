@@ -28,6 +28,8 @@ from evald_server.domain import (
 from evald_server.engine import Engine, ModelIdentity, RunEvent, RunSpec, TaskEvaluation
 from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
 
+_RETRYABLE = (SubtaskState.FAILED_PERMANENT, SubtaskState.CANCELLED)
+
 
 class RunService:
     def __init__(self, config: ServerConfig, store: Store, engine: Engine) -> None:
@@ -186,15 +188,34 @@ class RunService:
         run_id: str,
         task_ids: Sequence[str] = (),
         categories: Sequence[ErrorCategory] = (),
+        *,
+        reasons: Sequence[ErrorReason] = (),
+        states: Sequence[SubtaskState] = (),
     ) -> tuple[Run, int]:
-        """Re-queue a finished run's failed_permanent subtasks; returns how many."""
+        """Re-queue a finished run's failed_permanent (or, when ``states`` says so,
+        cancelled) subtasks, filtered by task, error category and reason; how many."""
         run = await self._owned(tenant, run_id)
-        if not run.state.is_terminal or run.cancel_requested:
+        wanted = tuple(dict.fromkeys(states)) or (SubtaskState.FAILED_PERMANENT,)
+        not_retryable = [s for s in wanted if s not in _RETRYABLE]
+        if not_retryable:
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                f"states: {', '.join(s.value for s in not_retryable)} cannot be retried "
+                "(only failed_permanent and cancelled)",
+                metadata={"field": "states"},
+                field_violations=(FieldViolation("states", "only failed_permanent and cancelled"),),
+            )
+        if not run.state.is_terminal:
             raise FailedPrecondition(
                 ErrorReason.RUN_NOT_RETRYABLE,
-                f"run {run_id} is {run.state.value}"
-                + (" (cancelled)" if run.cancel_requested else "")
-                + "; only a finished, not cancelled run can be retried",
+                f"run {run_id} is {run.state.value}; only a finished run can be retried",
+                metadata={"runId": run_id, "state": run.state.value},
+            )
+        if run.cancel_requested and SubtaskState.CANCELLED not in wanted:
+            raise FailedPrecondition(
+                ErrorReason.RUN_NOT_RETRYABLE,
+                f"run {run_id} was cancelled; to resume it, retry its cancelled samples "
+                "(states: cancelled)",
                 metadata={"runId": run_id, "state": run.state.value},
             )
         known = {t.task_id for t in await self._store.get_tasks(run_id)}
@@ -206,11 +227,18 @@ class RunService:
                 metadata={"runId": run_id, "field": "task_ids"},
                 field_violations=(FieldViolation("task_ids", "not tasks of this run"),),
             )
-        report = await self._engine.retry_run(run_id, task_ids, [c.value for c in categories])
+        report = await self._engine.retry_run(
+            run_id,
+            task_ids,
+            [c.value for c in categories],
+            reasons=[r.value for r in reasons],
+            states=wanted,
+        )
         if report.changed == 0:
             raise FailedPrecondition(
                 ErrorReason.RUN_NOT_RETRYABLE,
-                f"run {run_id} has no permanently failed subtasks matching the request",
+                f"run {run_id} has no {' or '.join(s.value for s in wanted)} subtasks "
+                "matching the request",
                 metadata={"runId": run_id},
             )
         return await self.get(tenant, run_id), report.changed

@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 
 from evald_server.config import GenerationParams
-from evald_server.domain import ErrorReason, EvalError, RunState, TaskState
+from evald_server.domain import ErrorReason, EvalError, RunState, SubtaskState, TaskState
 from evald_server.engine._committer import Committer
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub
@@ -175,9 +175,17 @@ class Engine:
         return report
 
     async def retry_run(
-        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str]
+        self,
+        run_id: str,
+        task_ids: Sequence[str],
+        categories: Sequence[str],
+        *,
+        reasons: Sequence[str] = (),
+        states: Sequence[SubtaskState] = (SubtaskState.FAILED_PERMANENT,),
     ) -> TransitionReport:
-        report = await self.store.retry_failed(run_id, task_ids, categories, time.time())
+        report = await self.store.retry_failed(
+            run_id, task_ids, categories, time.time(), reasons=reasons, states=states
+        )
         if report.changed:
             self.events.publish(report.events)
             await self.register_run(run_id)

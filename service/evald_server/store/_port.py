@@ -91,7 +91,14 @@ class Store(Protocol):
     async def requeue_running(self, *, owner: str | None, now: float) -> int: ...
     async def cancel_run(self, run_id: str, now: float) -> TransitionReport: ...
     async def retry_failed(
-        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str], now: float
+        self,
+        run_id: str,
+        task_ids: Sequence[str],
+        categories: Sequence[str],
+        now: float,
+        *,
+        reasons: Sequence[str] = (),
+        states: Sequence[SubtaskState] = (SubtaskState.FAILED_PERMANENT,),
     ) -> TransitionReport: ...
     async def fail_model_work(
         self, run_id: str, model_id: str, error: EvalError, now: float

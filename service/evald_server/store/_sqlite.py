@@ -216,10 +216,24 @@ class SqliteStore:
         return await self._write(transitions.cancel_run, run_id, now, self._retain)
 
     async def retry_failed(
-        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str], now: float
+        self,
+        run_id: str,
+        task_ids: Sequence[str],
+        categories: Sequence[str],
+        now: float,
+        *,
+        reasons: Sequence[str] = (),
+        states: Sequence[SubtaskState] = (SubtaskState.FAILED_PERMANENT,),
     ) -> TransitionReport:
         return await self._write(
-            transitions.retry_failed, run_id, task_ids, categories, now, self._retain
+            transitions.retry_failed,
+            run_id,
+            task_ids,
+            categories,
+            now,
+            self._retain,
+            reasons,
+            [s.value for s in states],
         )
 
     async def fail_model_work(
