@@ -18,6 +18,7 @@ from evald_cli._render import (
     to_json,
 )
 from evald_cli._spec import load_spec
+from evald_cli._tasks import resolve_tasks, task_label
 from evald_client import (
     AsyncEvaldClient,
     ErrorCategory,
@@ -28,8 +29,20 @@ from evald_client import (
     TaskType,
 )
 
-# A watched run that ends in one of these exits 0; failed or cancelled runs exit 1.
-_GOOD_END = frozenset({RunState.SUCCEEDED, RunState.PARTIAL})
+# How a watched run ended, as the exit status of `evald submit --watch` / `evald watch`
+# (README, "The CLI"): a CI step fails unless the run succeeded.
+EXIT_PARTIAL = 3
+EXIT_FAILED = 4
+EXIT_CANCELLED = 5
+_EXIT_BY_STATE = {
+    RunState.SUCCEEDED: 0,
+    RunState.PARTIAL: EXIT_PARTIAL,
+    RunState.FAILED: EXIT_FAILED,
+    RunState.CANCELLED: EXIT_CANCELLED,
+}
+# Runs that have results worth printing when they end.
+_SCORED_END = frozenset({RunState.SUCCEEDED, RunState.PARTIAL})
+DEFAULT_SAMPLE_ROWS = 50
 
 
 async def models(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
@@ -99,13 +112,21 @@ async def follow(client: AsyncEvaldClient, run: Run, out: Console) -> Run:
     return await client.get_run(run.run_id)
 
 
-async def _finish(client: AsyncEvaldClient, run: Run, out: Console) -> int:
+def exit_status(state: RunState, *, accept_partial: bool = False) -> int:
+    """0 for a succeeded run (and a partial one with ``accept_partial``), else the
+    documented status of its end state."""
+    if state is RunState.PARTIAL and accept_partial:
+        return 0
+    return _EXIT_BY_STATE.get(state, 1)
+
+
+async def _finish(client: AsyncEvaldClient, run: Run, out: Console, *, accept_partial: bool) -> int:
     final = await follow(client, run, out)
-    if final.state in _GOOD_END:
+    if final.state in _SCORED_END:
         for table in results_tables(await client.results(final.run_id)):
             out.print(table)
     out.print(f"run {final.run_id}: {final.state.value}", markup=False, highlight=False)
-    return 0 if final.state in _GOOD_END else 1
+    return exit_status(final.state, accept_partial=accept_partial)
 
 
 async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
@@ -125,39 +146,56 @@ async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
     out.print(run.run_id, markup=False, highlight=False)
     if not args.watch:
         return 0
-    return await _finish(client, run, out)
+    return await _finish(client, run, out, accept_partial=args.accept_partial)
 
 
 async def watch(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
-    return await _finish(client, await client.get_run(args.run), out)
+    run = await client.get_run(args.run)
+    return await _finish(client, run, out, accept_partial=args.accept_partial)
 
 
 async def results(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
-    found = await client.results(args.run)
     if args.json:
-        # Plain print: machine output must not be wrapped or styled.
-        print(to_json(found))
-    else:
-        for table in results_tables(found):
-            out.print(table)
-        if not found:
-            out.print("no results yet", highlight=False)
+        # The contract's own JSON (what `buf curl` prints), plain: never wrapped or styled.
+        print(await client.results_json(args.run))
+        return 0
+    found = await client.results(args.run)
+    for table in results_tables(found):
+        out.print(table)
+    if not found:
+        out.print("no results yet", highlight=False)
     return 0
 
 
 async def samples(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
     state = SubtaskState.FAILED_PERMANENT if args.failed else None
+    run = await client.get_run(args.run)
+    task_id = resolve_tasks(run, [args.task])[0] if args.task else None
+    # JSON is for machines: everything unless --limit says otherwise; a table for
+    # people stops at 50 rows by default and says how many it left out.
+    limit = args.limit if args.limit is not None else (0 if args.json else DEFAULT_SAMPLE_ROWS)
     rows: list[Sample] = []
-    iterator = client.samples(args.run, task_id=args.task, state=state)
+    more = False
+    iterator = client.samples(args.run, task_id=task_id, state=state)
     async with aclosing(iterator) as found:
         async for sample in found:
-            if args.limit and len(rows) >= args.limit:
+            if limit and len(rows) >= limit:
+                more = True
                 break
             rows.append(sample)
     if args.json:
         print(to_json(rows))
-    else:
-        out.print(samples_table(rows))
+        return 0
+    out.print(samples_table(rows, {t.task_id: task_label(t) for t in run.progress.tasks}))
+    if more:
+        counts = next((t.counts for t in run.progress.tasks if t.task_id == task_id), None)
+        counts = counts or run.progress.counts
+        available = counts.failed_permanent if args.failed else counts.total
+        out.print(
+            f"{len(rows)} of {available} samples shown; --limit N for more, --limit 0 for all",
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 
@@ -168,11 +206,17 @@ async def cancel(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
 
 
 async def retry(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
-    outcome = await client.retry_run(
-        args.run,
-        task_ids=args.task or (),
-        categories=[ErrorCategory(c) for c in args.category or ()],
-    )
+    task_ids = resolve_tasks(await client.get_run(args.run), args.task) if args.task else ()
+    try:
+        outcome = await client.retry_run(
+            args.run,
+            task_ids=task_ids,
+            categories=[ErrorCategory(c) for c in args.category or ()],
+            reasons=args.reason or (),
+            states=[SubtaskState(s) for s in args.state or ()],
+        )
+    except ValueError as exc:  # a --reason the contract does not know
+        raise CliError(f"--reason: {exc}") from exc
     out.print(
         f"run {outcome.run.run_id}: {outcome.requeued} samples re-queued, "
         f"{outcome.run.state.value}",
