@@ -8,7 +8,7 @@ import anyio
 from rich.console import Console
 
 from evald_cli._dashboard import Dashboard
-from evald_cli._errors import CliError
+from evald_cli._errors import CliError, naming_flags
 from evald_cli._render import (
     datasets_table,
     models_table,
@@ -43,6 +43,14 @@ _EXIT_BY_STATE = {
 # Runs that have results worth printing when they end.
 _SCORED_END = frozenset({RunState.SUCCEEDED, RunState.PARTIAL})
 DEFAULT_SAMPLE_ROWS = 50
+# Which flag of `evald datasets upload` sets which field of the upload's header.
+_UPLOAD_FLAGS = {
+    "header.name": "--name",
+    "header.benchmark_version": "--version",
+    "header.task_type": "--task-type",
+    "header.prompt_template": "--prompt-template",
+    "header.request_id": "--request-id",
+}
 
 
 async def models(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
@@ -73,14 +81,15 @@ async def datasets_upload(client: AsyncEvaldClient, args: argparse.Namespace, ou
     path = Path(args.file)
     if not await anyio.Path(path).is_file():
         raise CliError(f"{path}: no such file")
-    dataset = await client.upload_dataset(
-        name=args.name,
-        version=args.version,
-        task_type=TaskType(args.task_type),
-        path=path,
-        prompt_template=args.prompt_template,
-        request_id=args.request_id,
-    )
+    with naming_flags(_UPLOAD_FLAGS):
+        dataset = await client.upload_dataset(
+            name=args.name,
+            version=args.version,
+            task_type=TaskType(args.task_type),
+            path=path,
+            prompt_template=args.prompt_template,
+            request_id=args.request_id,
+        )
     out.print(
         f"uploaded {dataset.name}@{dataset.version}: {dataset.task_type.value}, "
         f"{dataset.record_count} records, sha256 {dataset.content_sha256[:12]}, "

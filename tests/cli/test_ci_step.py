@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evald_cli.main import main
-from evald_client import EvaldClient, RunState, SubtaskState
+from evald_client import DatasetInvalid, EvaldClient, RunState, SubtaskState
 from tests.harness import ServerProcess, config_data, write_config
 
 RECORDS = 12
@@ -195,3 +195,37 @@ def test_retry_by_reason_and_task_selector(
         assert final.state is RunState.FAILED
         failed = list(client.samples(run_id, state=SubtaskState.FAILED_PERMANENT))
         assert all(s.attempts == 2 for s in failed)
+
+
+def test_errors_say_it_once_and_name_the_flag(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"input": "a", "label": "pos"}\n', encoding="utf-8")
+    with EvaldClient(server) as client, pytest.raises(DatasetInvalid) as caught:
+        client.upload_dataset(name="d", version="1.0", task_type="classification", path=data)
+    assert str(caught.value) == (
+        "INVALID_ARGUMENT DATASET_HEADER_INVALID: invalid dataset header: "
+        "benchmark_version: must be a semantic version, e.g. 1.0.0"
+    )
+    upload = ["datasets", "upload", str(data), "--name", "d", "--task-type", "classification"]
+    code, _, err = _evald(capsys, *upload, "--version", "1.0", "--server", server)
+    assert (code, err) == (
+        1,
+        "evald: error: --version: must be a semantic version, e.g. 1.0.0 "
+        "(INVALID_ARGUMENT DATASET_HEADER_INVALID)\n",
+    )
+    code, _, err = _evald(
+        capsys, *upload, "--version", "1.0.0", "--prompt-template", "Classify.", "--server", server
+    )
+    assert code == 1
+    assert err.startswith("evald: error: --prompt-template: has no placeholder, so every")
+    assert err.count("placeholder") == 1
+    # A problem in the data is the server's to name: line and field, said once.
+    data.write_text('{"input": "a", "label": "pos", "label": "neg"}\n', encoding="utf-8")
+    code, _, err = _evald(capsys, *upload, "--version", "1.0.0", "--server", server)
+    assert code == 1
+    assert err == (
+        "evald: error: INVALID_ARGUMENT DATASET_PARSE_ERROR: line 1, field 'label': the key "
+        "'label' appears twice in one object (gold data must not be ambiguous)\n"
+    )

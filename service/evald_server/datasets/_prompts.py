@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evald_server.domain import DatasetInvalid, ErrorReason, TaskType
+from evald_server.domain import DatasetInvalid, ErrorReason, FieldViolation, TaskType
 from evald_server.providers._base import ChatMessage
 
 # A template is instructions around a record, not a corpus: few-shot prompts fit easily.
@@ -90,19 +90,24 @@ DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
 }
 
 
+def _template_problem(problem: str, **metadata: object) -> DatasetInvalid:
+    return DatasetInvalid(
+        ErrorReason.DATASET_HEADER_INVALID,
+        f"prompt_template: {problem}",
+        metadata={"field": "prompt_template", **metadata},
+        field_violations=(FieldViolation("prompt_template", problem),),
+    )
+
+
 def validate_template(task_type: TaskType, template: str) -> None:
     """Reject unknown placeholders, stray braces, a template without any placeholder
     (every sample would get the same prompt) and one over ``MAX_TEMPLATE_CHARS``."""
     allowed = PLACEHOLDERS[task_type]
     if len(template) > MAX_TEMPLATE_CHARS:
-        raise DatasetInvalid(
-            ErrorReason.DATASET_HEADER_INVALID,
-            f"prompt_template: {len(template)} characters, over the limit of {MAX_TEMPLATE_CHARS}",
-            metadata={
-                "field": "prompt_template",
-                "limit": "max_template_chars",
-                "limitValue": MAX_TEMPLATE_CHARS,
-            },
+        raise _template_problem(
+            f"{len(template)} characters, over the limit of {MAX_TEMPLATE_CHARS}",
+            limit="max_template_chars",
+            limitValue=MAX_TEMPLATE_CHARS,
         )
     placeholders = 0
     for match in _PLACEHOLDER.finditer(template):
@@ -110,26 +115,22 @@ def validate_template(task_type: TaskType, template: str) -> None:
         if token in ("{{", "}}"):
             continue
         if name is None:
-            raise DatasetInvalid(
-                ErrorReason.DATASET_HEADER_INVALID,
-                f"prompt_template: unmatched {token!r} at offset {match.start()} "
+            raise _template_problem(
+                f"unmatched {token!r} at offset {match.start()} "
                 "(write {{ or }} for a literal brace)",
-                metadata={"field": "prompt_template", "offset": match.start()},
+                offset=match.start(),
             )
         if name not in allowed:
-            raise DatasetInvalid(
-                ErrorReason.DATASET_HEADER_INVALID,
-                f"prompt_template: unknown placeholder {{{name}}} for {task_type.value} "
+            raise _template_problem(
+                f"unknown placeholder {{{name}}} for {task_type.value} "
                 f"(allowed: {', '.join(sorted(allowed))})",
-                metadata={"field": "prompt_template", "placeholder": name},
+                placeholder=name,
             )
         placeholders += 1
     if not placeholders:
-        raise DatasetInvalid(
-            ErrorReason.DATASET_HEADER_INVALID,
-            "prompt_template: has no placeholder, so every sample would get the same "
-            f"prompt (use one of {', '.join('{' + p + '}' for p in sorted(allowed))})",
-            metadata={"field": "prompt_template"},
+        raise _template_problem(
+            "has no placeholder, so every sample would get the same prompt "
+            f"(use one of {', '.join('{' + p + '}' for p in sorted(allowed))})"
         )
 
 
