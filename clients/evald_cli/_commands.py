@@ -17,7 +17,7 @@ from evald_cli._render import (
     samples_table,
     to_json,
 )
-from evald_cli._spec import load_spec
+from evald_cli._spec import RunSpecFile, load_spec
 from evald_cli._tasks import resolve_tasks, task_label
 from evald_client import (
     AsyncEvaldClient,
@@ -140,7 +140,19 @@ async def _finish(client: AsyncEvaldClient, run: Run, out: Console, *, accept_pa
 
 async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
     spec = load_spec(Path(args.spec))
-    run = await client.create_run(
+    # Only --request-id comes from a flag; every other field comes from the spec file.
+    flags = {"request_id": "--request-id"} if args.request_id else {}
+    with naming_flags(flags):
+        run = await _create(client, spec, args.request_id)
+    # The id alone on the first line, so that scripts can capture it.
+    out.print(run.run_id, markup=False, highlight=False)
+    if not args.watch:
+        return 0
+    return await _finish(client, run, out, accept_partial=args.accept_partial)
+
+
+async def _create(client: AsyncEvaldClient, spec: RunSpecFile, request_id: str | None) -> Run:
+    return await client.create_run(
         models=spec.models,
         datasets=spec.dataset_refs(),
         name=spec.name,
@@ -149,13 +161,8 @@ async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
         retry_policy=spec.retry(),
         generation=spec.generation_params(),
         labels=spec.labels,
-        request_id=args.request_id or spec.request_id,
+        request_id=request_id or spec.request_id,
     )
-    # The id alone on the first line, so that scripts can capture it.
-    out.print(run.run_id, markup=False, highlight=False)
-    if not args.watch:
-        return 0
-    return await _finish(client, run, out, accept_partial=args.accept_partial)
 
 
 async def watch(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:

@@ -221,6 +221,13 @@ def test_errors_say_it_once_and_name_the_flag(
     assert code == 1
     assert err.startswith("evald: error: --prompt-template: has no placeholder, so every")
     assert err.count("placeholder") == 1
+    spec = _spec(tmp_path, "sim-ok", 0)
+    code, _, err = _evald(capsys, "submit", spec, "--request-id", "r" * 129, "--server", server)
+    assert (code, err) == (
+        1,
+        "evald: error: --request-id: must be 1-128 characters "
+        "(INVALID_ARGUMENT INVALID_ARGUMENT)\n",
+    )
     # A problem in the data is the server's to name: line and field, said once.
     data.write_text('{"input": "a", "label": "pos", "label": "neg"}\n', encoding="utf-8")
     code, _, err = _evald(capsys, *upload, "--version", "1.0.0", "--server", server)

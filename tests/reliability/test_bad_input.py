@@ -27,6 +27,7 @@ from evald.v1 import (
     service_pb2_grpc,
 )
 from evald_client import AsyncEvaldClient
+from evald_client._errors import error_from_rpc
 from tests.harness import make_config, running_server
 from tests.reliability._support import classification_records, db_path, dump, jsonl, status_of
 
@@ -711,3 +712,7 @@ async def test_bad_input(world: World, name: str) -> None:
         await call(world)
     assert status_of(caught.value) == (code, reason), caught.value.details()
     assert dump(world.db) == world.baseline, "a rejected request changed the store"
+    # What a person reads (the SDK's one line) says each problem once.
+    said = str(error_from_rpc(caught.value))
+    for violation in error_from_rpc(caught.value).field_violations:
+        assert said.count(violation.description) == 1, said
