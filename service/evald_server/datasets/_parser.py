@@ -49,6 +49,7 @@ def parse_jsonl(
     digest = hashlib.sha256()
     records: list[DatasetRecord] = []
     first_line_of_id: dict[str, int] = {}
+    decoder = _strict_json.StrictDecoder()
     for line_number, raw in _lines(chunks, max_record_bytes):
         if not raw.strip():
             continue
@@ -61,7 +62,7 @@ def parse_jsonl(
                 limit="max_records_per_dataset",
                 limitValue=max_records,
             )
-        document = _decode(raw, line_number)
+        document = _decode(raw, line_number, decoder)
         try:
             validated = model.model_validate(document)
         except ValidationError as exc:
@@ -124,7 +125,7 @@ def _check_size(line: bytes, line_number: int, max_record_bytes: int) -> None:
         )
 
 
-def _decode(raw: bytes, line_number: int) -> Any:
+def _decode(raw: bytes, line_number: int, decoder: _strict_json.StrictDecoder) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -135,7 +136,7 @@ def _decode(raw: bytes, line_number: int) -> Any:
             f"not valid UTF-8 at byte {exc.start}",
         ) from exc
     try:
-        document = _strict_json.loads(text.removeprefix("\ufeff"))
+        document, suspect = decoder.decode(raw, text.removeprefix("\ufeff"))
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         detail = (
             exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
@@ -151,7 +152,7 @@ def _decode(raw: bytes, line_number: int) -> Any:
             None,
             f"expected a JSON object, got {type(document).__name__}",
         )
-    problem = _strict_json.problem(document)
+    problem = _strict_json.problem(document) if suspect else None
     if problem is not None:
         raise _invalid(problem.reason, line_number, problem.path or None, problem.message)
     return document

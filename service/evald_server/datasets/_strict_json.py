@@ -8,6 +8,8 @@ of the value it concerns (``metadata.tags[2]``).
 """
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,37 +34,58 @@ class _DuplicateKey:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Overflow:
-    """Stands for a number literal that does not fit a double."""
-
-    literal: str
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
-    document: dict[Any, Any] = {}
-    for key, value in pairs:
-        if key in document:
+def _mark_duplicate(document: dict[Any, Any], pairs: list[tuple[str, Any]]) -> None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
             document[_DuplicateKey(key)] = None
-        else:
-            document[key] = value
-    return document
-
-
-def _float(literal: str) -> float | _Overflow:
-    value = float(literal)
-    return value if value not in (float("inf"), float("-inf")) else _Overflow(literal)
+            return
+        seen.add(key)
 
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def loads(text: str) -> Any:
-    """``json.loads``, keeping what ``problem`` needs to see. Raises what it raises."""
-    return json.loads(
-        text, object_pairs_hook=_pairs, parse_float=_float, parse_constant=_reject_constant
-    )
+# A lone surrogate can only come from a \\ud800-\\udfff escape in the line's bytes.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+class StrictDecoder:
+    """Decodes one upload's lines (one decoder per upload: it keeps per-line state) and
+    says whether a line needs ``problem``: only a line with a duplicate key, a number
+    beyond a double, a surrogate escape or more brackets than the nesting bound can
+    have one, so the walk is skipped for the rest."""
+
+    def __init__(self) -> None:
+        self._suspect = False
+        self._decoder = json.JSONDecoder(
+            object_pairs_hook=self._pairs,
+            parse_float=self._float,
+            parse_constant=_reject_constant,
+        )
+
+    def _pairs(self, items: list[tuple[str, Any]]) -> dict[Any, Any]:
+        document: dict[Any, Any] = dict(items)
+        if len(document) != len(items):
+            self._suspect = True
+            _mark_duplicate(document, items)
+        return document
+
+    def _float(self, literal: str) -> float:
+        value = float(literal)
+        if math.isinf(value):
+            self._suspect = True
+        return value
+
+    def decode(self, raw: bytes, text: str) -> tuple[Any, bool]:
+        """The document of ``text`` (``raw``: its bytes), and whether it needs
+        ``problem``. Raises what ``json.loads`` raises."""
+        self._suspect = raw.count(b"{") + raw.count(b"[") > MAX_NESTING or (
+            b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None
+        )
+        document = self._decoder.decode(text)
+        return document, self._suspect
 
 
 def _join(path: str, key: str | int) -> str:
@@ -97,11 +120,13 @@ def problem(document: Any) -> JsonProblem | None:
                     "which is not valid Unicode text",
                 )
             continue
-        if isinstance(value, _Overflow):
+        if isinstance(value, float) and math.isinf(value):
+            # NaN and Infinity literals are refused while parsing: an infinity here was
+            # a finite literal too large for a double.
             return JsonProblem(
                 ErrorReason.DATASET_FIELD_INVALID,
                 path,
-                f"the number {value.literal} does not fit a double (64-bit float)",
+                "the number does not fit a double (64-bit float), e.g. 1e400",
             )
         if not isinstance(value, dict | list):
             continue
