@@ -151,7 +151,7 @@ def problem(document: Any) -> JsonProblem | None:
                 if not _encodable(key):
                     return JsonProblem(
                         ErrorReason.DATASET_ENCODING_ERROR,
-                        path or "(record)",
+                        path,
                         "an object key holds a lone surrogate (an unpaired \\ud800-\\udfff "
                         "escape), which is not valid Unicode text",
                     )
