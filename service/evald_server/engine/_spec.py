@@ -116,7 +116,7 @@ def generation_params(data: Mapping[str, Any]) -> GenerationParams:
 @dataclass(frozen=True, slots=True)
 class ListBound:
     """A bound on one list (or map) of a spec: how many entries, and how many characters
-    each (a string entry, or a map key) may have. Named in the error as ``field``."""
+    each string entry may have. Named in the error as ``field``."""
 
     field: str
     max_items: int
@@ -131,7 +131,7 @@ LIST_BOUNDS: tuple[ListBound, ...] = (
     ListBound("datasets", MAX_DATASETS, None, lambda s: s.datasets),
     ListBound("retry_policy.backoff_s", 16, None, lambda s: s.retry_policy.backoff_s),
     ListBound("params.stop", 16, 256, lambda s: () if s.params is None else s.params.stop),
-    ListBound("labels", MAX_LABELS, 63, lambda s: s.labels),
+    ListBound("labels", MAX_LABELS, None, lambda s: s.labels),  # keys and values: below
 )
 
 
@@ -146,10 +146,9 @@ def _bound_problems(spec: RunSpec) -> list[tuple[str, str]]:
             continue
         for index, entry in enumerate(entries):
             if isinstance(entry, str) and len(entry) > bound.max_chars:
-                where = f"{bound.field}[{index}]" if not isinstance(entries, Mapping) else ""
                 problems.append(
                     (
-                        where or bound.field,
+                        f"{bound.field}[{index}]",
                         f"at most {bound.max_chars} characters per entry, got {len(entry)}",
                     )
                 )
