@@ -9,7 +9,7 @@ from rich.console import Console
 
 from evald_cli._compare import deltas_by_task
 from evald_cli._dashboard import Dashboard
-from evald_cli._errors import CliError
+from evald_cli._errors import CliError, naming_flags
 from evald_cli._render import (
     datasets_table,
     models_table,
@@ -18,7 +18,8 @@ from evald_cli._render import (
     samples_table,
     to_json,
 )
-from evald_cli._spec import load_spec
+from evald_cli._spec import RunSpecFile, load_spec
+from evald_cli._tasks import resolve_tasks, task_label
 from evald_client import (
     AsyncEvaldClient,
     DatasetRef,
@@ -32,8 +33,28 @@ from evald_client import (
     TaskType,
 )
 
-# A watched run that ends in one of these exits 0; failed or cancelled runs exit 1.
-_GOOD_END = frozenset({RunState.SUCCEEDED, RunState.PARTIAL})
+# How a watched run ended, as the exit status of `evald submit --watch` / `evald watch`
+# (README, "The CLI"): a CI step fails unless the run succeeded.
+EXIT_PARTIAL = 3
+EXIT_FAILED = 4
+EXIT_CANCELLED = 5
+_EXIT_BY_STATE = {
+    RunState.SUCCEEDED: 0,
+    RunState.PARTIAL: EXIT_PARTIAL,
+    RunState.FAILED: EXIT_FAILED,
+    RunState.CANCELLED: EXIT_CANCELLED,
+}
+# Runs that have results worth printing when they end.
+_SCORED_END = frozenset({RunState.SUCCEEDED, RunState.PARTIAL})
+DEFAULT_SAMPLE_ROWS = 50
+# Which flag of `evald datasets upload` sets which field of the upload's header.
+_UPLOAD_FLAGS = {
+    "header.name": "--name",
+    "header.benchmark_version": "--version",
+    "header.task_type": "--task-type",
+    "header.prompt_template": "--prompt-template",
+    "header.request_id": "--request-id",
+}
 
 
 async def models(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
@@ -64,15 +85,16 @@ async def datasets_upload(client: AsyncEvaldClient, args: argparse.Namespace, ou
     path = Path(args.file)
     if not await anyio.Path(path).is_file():
         raise CliError(f"{path}: no such file")
-    dataset = await client.upload_dataset(
-        name=args.name,
-        version=args.version,
-        task_type=TaskType(args.task_type),
-        path=path,
-        prompt_template=args.prompt_template,
-        request_id=args.request_id,
-        prompt=upload_prompt(args),
-    )
+    with naming_flags(_UPLOAD_FLAGS):
+        dataset = await client.upload_dataset(
+            name=args.name,
+            version=args.version,
+            task_type=TaskType(args.task_type),
+            path=path,
+            prompt_template=args.prompt_template,
+            request_id=args.request_id,
+            prompt=upload_prompt(args),
+        )
     out.print(
         f"uploaded {dataset.name}@{dataset.version}: {dataset.task_type.value}, "
         f"{dataset.record_count} records, sha256 {dataset.content_sha256[:12]}, "
@@ -104,18 +126,38 @@ async def follow(client: AsyncEvaldClient, run: Run, out: Console) -> Run:
     return await client.get_run(run.run_id)
 
 
-async def _finish(client: AsyncEvaldClient, run: Run, out: Console) -> int:
+def exit_status(state: RunState, *, accept_partial: bool = False) -> int:
+    """0 for a succeeded run (and a partial one with ``accept_partial``), else the
+    documented status of its end state."""
+    if state is RunState.PARTIAL and accept_partial:
+        return 0
+    return _EXIT_BY_STATE.get(state, 1)
+
+
+async def _finish(client: AsyncEvaldClient, run: Run, out: Console, *, accept_partial: bool) -> int:
     final = await follow(client, run, out)
-    if final.state in _GOOD_END:
+    if final.state in _SCORED_END:
         for table in results_tables(await client.results(final.run_id)):
             out.print(table)
     out.print(f"run {final.run_id}: {final.state.value}", markup=False, highlight=False)
-    return 0 if final.state in _GOOD_END else 1
+    return exit_status(final.state, accept_partial=accept_partial)
 
 
 async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
     spec = load_spec(Path(args.spec))
-    run = await client.create_run(
+    # Only --request-id comes from a flag; every other field comes from the spec file.
+    flags = {"request_id": "--request-id"} if args.request_id else {}
+    with naming_flags(flags):
+        run = await _create(client, spec, args.request_id)
+    # The id alone on the first line, so that scripts can capture it.
+    out.print(run.run_id, markup=False, highlight=False)
+    if not args.watch:
+        return 0
+    return await _finish(client, run, out, accept_partial=args.accept_partial)
+
+
+async def _create(client: AsyncEvaldClient, spec: RunSpecFile, request_id: str | None) -> Run:
+    return await client.create_run(
         models=spec.models,
         datasets=spec.dataset_refs(),
         name=spec.name,
@@ -124,23 +166,23 @@ async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
         retry_policy=spec.retry(),
         generation=spec.generation_params(),
         labels=spec.labels,
-        request_id=args.request_id or spec.request_id,
+        request_id=request_id or spec.request_id,
         dataset_options=spec.dataset_options(),
         prompt=spec.run_prompt(),
         choice_scoring=spec.choice_scoring,
     )
-    # The id alone on the first line, so that scripts can capture it.
-    out.print(run.run_id, markup=False, highlight=False)
-    if not args.watch:
-        return 0
-    return await _finish(client, run, out)
 
 
 async def watch(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
-    return await _finish(client, await client.get_run(args.run), out)
+    run = await client.get_run(args.run)
+    return await _finish(client, run, out, accept_partial=args.accept_partial)
 
 
 async def results(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
+    if args.json:
+        # The contract's own JSON (what `buf curl` prints), plain: never wrapped or styled.
+        print(await client.results_json(args.run))
+        return 0
     found = await client.results(args.run)
     deltas = None
     if args.baseline:
@@ -148,30 +190,42 @@ async def results(client: AsyncEvaldClient, args: argparse.Namespace, out: Conso
             baseline_run_id=args.baseline, candidate_run_id=args.run
         )
         deltas = deltas_by_task(comparison)
-    if args.json:
-        # Plain print: machine output must not be wrapped or styled.
-        print(to_json(found))
-    else:
-        for table in results_tables(found, deltas):
-            out.print(table)
-        if not found:
-            out.print("no results yet", highlight=False)
+    for table in results_tables(found, deltas):
+        out.print(table)
+    if not found:
+        out.print("no results yet", highlight=False)
     return 0
 
 
 async def samples(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
     state = SubtaskState.FAILED_PERMANENT if args.failed else None
+    run = await client.get_run(args.run)
+    task_id = resolve_tasks(run, [args.task])[0] if args.task else None
+    # JSON is for machines: everything unless --limit says otherwise; a table for
+    # people stops at 50 rows by default and says how many it left out.
+    limit = args.limit if args.limit is not None else (0 if args.json else DEFAULT_SAMPLE_ROWS)
     rows: list[Sample] = []
-    iterator = client.samples(args.run, task_id=args.task, state=state)
+    more = False
+    iterator = client.samples(args.run, task_id=task_id, state=state)
     async with aclosing(iterator) as found:
         async for sample in found:
-            if args.limit and len(rows) >= args.limit:
+            if limit and len(rows) >= limit:
+                more = True
                 break
             rows.append(sample)
     if args.json:
         print(to_json(rows))
-    else:
-        out.print(samples_table(rows))
+        return 0
+    out.print(samples_table(rows, {t.task_id: task_label(t) for t in run.progress.tasks}))
+    if more:
+        counts = next((t.counts for t in run.progress.tasks if t.task_id == task_id), None)
+        counts = counts or run.progress.counts
+        available = counts.failed_permanent if args.failed else counts.total
+        out.print(
+            f"{len(rows)} of {available} samples shown; --limit N for more, --limit 0 for all",
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 
@@ -182,11 +236,17 @@ async def cancel(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
 
 
 async def retry(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
-    outcome = await client.retry_run(
-        args.run,
-        task_ids=args.task or (),
-        categories=[ErrorCategory(c) for c in args.category or ()],
-    )
+    task_ids = resolve_tasks(await client.get_run(args.run), args.task) if args.task else ()
+    try:
+        outcome = await client.retry_run(
+            args.run,
+            task_ids=task_ids,
+            categories=[ErrorCategory(c) for c in args.category or ()],
+            reasons=args.reason or (),
+            states=[SubtaskState(s) for s in args.state or ()],
+        )
+    except ValueError as exc:  # a --reason the contract does not know
+        raise CliError(f"--reason: {exc}") from exc
     out.print(
         f"run {outcome.run.run_id}: {outcome.requeued} samples re-queued, "
         f"{outcome.run.state.value}",

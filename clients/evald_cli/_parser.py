@@ -5,7 +5,7 @@ import argparse
 import os
 
 from evald_cli._compare import DEFAULT_ALPHA, alpha_level, drop_threshold, model_pair
-from evald_client import ErrorCategory, RunState, TaskType
+from evald_client import ErrorCategory, RunState, SubtaskState, TaskType
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 _TASK_TYPES = [t.value for t in TaskType if t is not TaskType.UNSPECIFIED]
@@ -59,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     upload = dataset_commands.add_parser("upload", parents=conn, help="upload a JSONL file")
     upload.add_argument("file", metavar="FILE")
     upload.add_argument("--name", required=True)
-    upload.add_argument("--version", required=True, help="version label, e.g. 1.0")
+    upload.add_argument(
+        "--version", required=True, help="the benchmark version, a semantic version, e.g. 1.0.0"
+    )
     upload.add_argument("--task-type", required=True, choices=_TASK_TYPES)
     upload.add_argument("--prompt-template", help="template records are rendered with")
     upload.add_argument("--request-id", help="idempotency key")
@@ -92,13 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     submit = commands.add_parser("submit", parents=conn, help="submit a run from a spec file")
     submit.add_argument("spec", metavar="SPEC", help="run spec, .toml or .json")
-    submit.add_argument("--watch", action="store_true", help="follow the run until it ends")
+    submit.add_argument(
+        "--watch",
+        action="store_true",
+        help="follow the run until it ends; exit 0 succeeded, 3 partial, 4 failed, 5 cancelled",
+    )
     submit.add_argument("--request-id", help="idempotency key (overrides the spec's)")
+    _accept_partial(submit)
 
     watch = commands.add_parser(
-        "watch", parents=conn, help="live dashboard of a run (exit 1 if it fails)"
+        "watch",
+        parents=conn,
+        help="live dashboard of a run; exit 0 succeeded, 3 partial, 4 failed, 5 cancelled",
     )
     watch.add_argument("run", metavar="RUN")
+    _accept_partial(watch)
 
     results = commands.add_parser("results", parents=conn, help="a run's results")
     results.add_argument("run", metavar="RUN")
@@ -140,9 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
     samples = commands.add_parser("samples", parents=conn, help="a run's per-sample rows")
     samples.add_argument("run", metavar="RUN")
     samples.add_argument("--failed", action="store_true", help="only permanently failed ones")
-    samples.add_argument("--task", metavar="ID", help="only this task's samples")
     samples.add_argument(
-        "--limit", type=_non_negative, default=50, metavar="N", help="at most N (0: all)"
+        "--task",
+        metavar="TASK",
+        help="only this task's samples: MODEL/DATASET[@VERSION] or a task id",
+    )
+    samples.add_argument(
+        "--limit",
+        type=_non_negative,
+        metavar="N",
+        help="at most N (0: all; default 50 in the table, all with --json)",
     )
     samples.add_argument("--json", action="store_true", help="JSON for machines")
 
@@ -180,11 +197,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     retry = commands.add_parser("retry", parents=conn, help="re-queue a run's failed samples")
     retry.add_argument("run", metavar="RUN")
-    retry.add_argument("--task", action="append", metavar="ID", help="only this task (repeat)")
+    retry.add_argument(
+        "--task",
+        action="append",
+        metavar="TASK",
+        help="only this task: MODEL/DATASET[@VERSION] or a task id (repeat for several)",
+    )
     retry.add_argument(
         "--category", action="append", choices=_CATEGORIES, help="only this error category"
     )
+    retry.add_argument(
+        "--reason",
+        action="append",
+        metavar="REASON",
+        help="only samples whose last error has this reason, e.g. PROVIDER_RATE_LIMITED "
+        "(repeat for several)",
+    )
+    retry.add_argument(
+        "--state",
+        action="append",
+        choices=[SubtaskState.FAILED_PERMANENT.value, SubtaskState.CANCELLED.value],
+        help="re-queue samples in this state (default failed_permanent; cancelled resumes "
+        "a cancelled run)",
+    )
     return parser
+
+
+def _accept_partial(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--accept-partial",
+        action="store_true",
+        help="exit 0 when the run ends partial (some samples failed for good)",
+    )
 
 
 def _non_negative(text: str) -> int:

@@ -17,6 +17,7 @@ from evald_client import (
     ResultStatus,
     Run,
     Sample,
+    SubtaskState,
     TaskResult,
 )
 
@@ -150,13 +151,15 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
             table.add_column(column, justify="right")
         for r in group:
             profile = r.execution
+            # Latency is measured on answered calls: none answered, none to show.
+            measured = profile.samples_succeeded > 0
             table.add_row(
                 r.model.model_id,
                 Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")),
                 *(_metric_cell(r, metric, deltas or {}) for metric in metrics),
                 f"{profile.samples_succeeded}/{profile.samples_total}",
-                f"{profile.latency_p50_ms:.0f}",
-                f"{profile.latency_p99_ms:.0f}",
+                f"{profile.latency_p50_ms:.0f}" if measured else "",
+                f"{profile.latency_p99_ms:.0f}" if measured else "",
             )
         tables.append(table)
     return tables
@@ -167,21 +170,36 @@ def _clip(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def samples_table(samples: Iterable[Sample]) -> Table:
+def _sample_error(sample: Sample) -> Text:
+    """The last error of a failed sample; for one that succeeded after retries, that it
+    was retried (its last error is history, not its outcome)."""
+    error = sample.last_error
+    if error is None:
+        return Text("")
+    if sample.state is SubtaskState.SUCCEEDED:
+        return Text(
+            _clip(f"retried, then ok: {sample.attempts} attempts, last {error.reason}"), style="dim"
+        )
+    return Text(_clip(f"{error.reason}: {error.message}", 60))
+
+
+def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> Table:
+    """One row per sample; ``task_labels`` names each task as ``--task`` accepts it."""
     table = Table(title="samples")
-    for column in ("task", "model", "record", "state", "output", "expected", "scores", "error"):
+    for column in ("task", "record", "state", "output", "expected", "scores", "error"):
         table.add_column(column)
     for s in samples:
         scores = " ".join(f"{k}={v:.2f}" for k, v in sorted(s.scores.items()))
-        error = f"{s.last_error.reason}: {s.last_error.message}" if s.last_error else ""
+        state = s.state.value
+        if s.state is SubtaskState.SUCCEEDED and s.last_error is not None:
+            state += " (retried)"
         table.add_row(
-            s.task_id,
-            s.model_id,
+            task_labels.get(s.task_id, s.task_id),
             s.record_id if not s.repeat_index else f"{s.record_id}#{s.repeat_index}",
-            s.state.value,
+            state,
             _clip(s.output, 40),
             _clip(s.expected, 30),
             scores,
-            _clip(error, 60),
+            _sample_error(s),
         )
     return table

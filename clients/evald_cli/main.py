@@ -1,8 +1,9 @@
 """The ``evald`` command: parse, connect, run one command, report errors in one line.
 
-Exit codes: 0 success; 1 an error (from the server, a bad spec, a failed watched run);
-2 a usage error; 3 ``evald compare`` found a significant regression; 4 ``evald contract
-check`` found the server incompatible; 130 interrupted.
+Exit codes: 0 success; 1 an error (from the server, a bad spec or file); 2 a usage
+error; for ``submit --watch`` and ``watch``, how the run ended: 3 partial (0 with
+``--accept-partial``), 4 failed, 5 cancelled; 3 ``evald compare`` found a significant
+regression; 4 ``evald contract check`` found the server incompatible; 130 interrupted.
 """
 
 import argparse

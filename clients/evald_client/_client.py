@@ -8,6 +8,7 @@ from typing import Any, Self
 
 import anyio
 import grpc
+from google.protobuf import json_format
 
 from evald.v1 import dataset_pb2, run_pb2, service_pb2, service_pb2_grpc
 from evald_client import _convert as convert
@@ -270,12 +271,20 @@ class AsyncEvaldClient:
         *,
         task_ids: Iterable[str] = (),
         categories: Iterable[ErrorCategory] = (),
+        reasons: Iterable[str] = (),
+        states: Iterable[SubtaskState] = (),
     ) -> RetryOutcome:
-        """Re-queue a terminal run's permanently failed samples (optionally only some)."""
+        """Re-queue a terminal run's permanently failed samples, optionally only those of
+        some tasks, error categories or reasons (``"PROVIDER_RATE_LIMITED"``, the names
+        ``EvalError.reason`` carries). ``states`` picks ``FAILED_PERMANENT`` (the default)
+        and/or ``CANCELLED``: retrying the cancelled samples resumes a cancelled run.
+        An unknown reason name raises ``ValueError`` before anything is sent."""
         request = service_pb2.RetryRunRequest(
             run_id=run_id,
             task_ids=list(task_ids),
             categories=[convert.category_to_proto(c) for c in categories],
+            reasons=[convert.reason_to_proto(r) for r in reasons],
+            states=[convert.subtask_state_to_proto(s) for s in states],
         )
         response = await self._call(self._stub.RetryRun, request)
         return RetryOutcome(run=convert.run_from_proto(response.run), requeued=response.requeued)
@@ -343,6 +352,17 @@ class AsyncEvaldClient:
         )
         response = await self._call(self._stub.CompareRuns, request)
         return comparison_from_proto(response.comparison)
+
+    async def results_json(self, run_id: str, *, task_ids: Iterable[str] = ()) -> str:
+        """Every result of the run in the contract's canonical JSON (proto3 JSON mapping:
+        camelCase names, enum names, 64-bit integers as strings, unset fields left out):
+        one ``ListResultsResponse`` holding all pages, exactly what ``buf curl`` prints
+        for ListResults when the run fits one page."""
+        request = service_pb2.ListResultsRequest(run_id=run_id, task_ids=list(task_ids))
+        merged = service_pb2.ListResultsResponse(
+            results=[item async for item in self._pages(self._stub.ListResults, request, "results")]
+        )
+        return json_format.MessageToJson(merged, indent=2, ensure_ascii=False)
 
     async def samples(
         self,

@@ -126,6 +126,17 @@ def category_to_proto(category: ErrorCategory) -> errors_pb2.ErrorCategory:
     return cast(errors_pb2.ErrorCategory, value)
 
 
+def reason_to_proto(reason: str) -> errors_pb2.ErrorReason:
+    """An ErrorReason by the name errors carry (``PROVIDER_RATE_LIMITED``; any case).
+
+    Raises ``ValueError`` for a name this client's contract does not know."""
+    name = reason.strip().upper().removeprefix("ERROR_REASON_")
+    try:
+        return cast(errors_pb2.ErrorReason, errors_pb2.ErrorReason.Value("ERROR_REASON_" + name))
+    except ValueError:
+        raise ValueError(f"unknown error reason {reason!r}") from None
+
+
 def task_type_from_proto(value: int) -> TaskType:
     return _enum(TaskType, enums_pb2.TaskType, value, "TASK_TYPE_")
 

@@ -75,11 +75,12 @@ class EvaldError(Exception):
     def __str__(self) -> str:
         head = self.code if self.reason == self.code else f"{self.code} {self.reason}"
         text = f"{head}: {self.message}" if self.message else head
-        # Violations the message does not already spell out, so the line stays short.
+        # Violations the message does not already spell out (servers often name a field
+        # in the message by a shorter path than BadRequest does), so each is said once.
         extra = [
             f"{v.field}: {v.description}"
             for v in self.field_violations
-            if f"{v.field}: {v.description}" not in self.message
+            if v.description not in self.message
         ]
         return f"{text} ({'; '.join(extra)})" if extra else text
 

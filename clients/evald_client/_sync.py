@@ -264,10 +264,17 @@ class EvaldClient:
         *,
         task_ids: Iterable[str] = (),
         categories: Iterable[ErrorCategory] = (),
+        reasons: Iterable[str] = (),
+        states: Iterable[SubtaskState] = (),
     ) -> RetryOutcome:
         return self._portal.call(
             functools.partial(
-                self._client.retry_run, run_id, task_ids=task_ids, categories=categories
+                self._client.retry_run,
+                run_id,
+                task_ids=task_ids,
+                categories=categories,
+                reasons=reasons,
+                states=states,
             )
         )
 
@@ -300,6 +307,11 @@ class EvaldClient:
                 permutations=permutations,
                 seed=seed,
             )
+        )
+
+    def results_json(self, run_id: str, *, task_ids: Iterable[str] = ()) -> str:
+        return self._portal.call(
+            functools.partial(self._client.results_json, run_id, task_ids=task_ids)
         )
 
     def samples(

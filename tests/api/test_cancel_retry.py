@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from evald.v1 import service_pb2
+from evald.v1.enums_pb2 import SUBTASK_STATE_RUNNING
 from evald_client import (
     AsyncEvaldClient,
     ErrorCategory,
@@ -240,3 +241,85 @@ async def test_retry_requeues_permanently_failed_samples(tmp_path: Path) -> None
             with pytest.raises(FailedPrecondition):
                 await client.retry_run(run.run_id)
         assert fake.journal.requests == 1 + 8 + rejected  # the 503 retry, 8 firsts, 3 retries
+
+
+async def test_retry_by_reason_requeues_only_the_rate_limited_samples(tmp_path: Path) -> None:
+    """Every provider failure is MODEL_PROVIDER_ERROR; the reason tells a 429 from a 400,
+    so "re-run the rate-limited samples, skip the rejected ones" is one call."""
+    no_retries = RetryPolicy(max_retries=0, backoff_s=(0.01,), jitter_fraction=0.0)
+    script = (Behaviour.error(400), Behaviour.error(400), *[Behaviour.rate_limited()] * 2)
+    async with FakeProvider(FakeConfig(sequence=script)) as fake:
+        model = fake.model_config("fake-m", max_concurrency=1).model_dump(mode="json")
+        config = make_config(tmp_path, models=[model])
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            await client.upload_dataset(
+                name="eight", version="1.0.0", task_type="classification", records=classification(8)
+            )
+            run = await client.create_run(
+                models=["fake-m"], datasets=[("eight", "1.0.0")], retry_policy=no_retries
+            )
+            first = await client.wait(run.run_id, timeout_s=30)
+            failed = {
+                s.subtask_id: s.last_error.reason if s.last_error else ""
+                async for s in client.samples(run.run_id, state=SubtaskState.FAILED_PERMANENT)
+            }
+            assert (
+                sorted(failed.values()) == ["PROVIDER_RATE_LIMITED"] * 2 + ["PROVIDER_REJECTED"] * 2
+            )
+            with pytest.raises(ValueError, match="unknown error reason"):
+                await client.retry_run(run.run_id, reasons=["PROVIDER_NOPE"])
+
+            outcome = await client.retry_run(run.run_id, reasons=["provider_rate_limited"])
+            assert outcome.requeued == 2
+            final = await client.wait(run.run_id, timeout_s=30)
+            assert final.state is RunState.PARTIAL
+            assert final.last_seq > first.last_seq
+            still = {
+                s.subtask_id: s.last_error.reason if s.last_error else ""
+                async for s in client.samples(run.run_id, state=SubtaskState.FAILED_PERMANENT)
+            }
+            assert still == {k: v for k, v in failed.items() if v == "PROVIDER_REJECTED"}
+            # Nothing rate-limited is left; the filters combine (reason AND category).
+            with pytest.raises(FailedPrecondition):
+                await client.retry_run(run.run_id, reasons=["PROVIDER_RATE_LIMITED"])
+            with pytest.raises(FailedPrecondition):
+                await client.retry_run(
+                    run.run_id,
+                    reasons=["PROVIDER_REJECTED"],
+                    categories=[ErrorCategory.DATASET_INVALID],
+                )
+        assert fake.journal.requests == 8 + 2  # only the two rate-limited ones again
+
+
+async def test_retry_by_state_resumes_a_cancelled_run(address: str) -> None:
+    async with AsyncEvaldClient(address) as client, raw_stub(address) as stub:
+        run = await client.create_run(models=["sim-200ms"], datasets=[("records", "1.0.0")])
+
+        async def some_finished() -> bool:
+            return (await client.get_run(run.run_id)).progress.counts.succeeded >= 2
+
+        await wait_for(some_finished)
+        await client.cancel_run(run.run_id)
+        stopped = await client.wait(run.run_id, timeout_s=30)
+        assert stopped.state is RunState.CANCELLED
+        cancelled = stopped.progress.counts.cancelled
+        assert cancelled > 0
+        # Without the state filter a cancelled run stays refused, and says how to resume.
+        with pytest.raises(FailedPrecondition, match="states: cancelled"):
+            await client.retry_run(run.run_id)
+        failure = await fails(
+            stub.RetryRun(
+                service_pb2.RetryRunRequest(run_id=run.run_id, states=[SUBTASK_STATE_RUNNING])
+            )
+        )
+        assert_reason(failure, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT")
+        assert "states" in failure.violations
+
+        outcome = await client.retry_run(run.run_id, states=[SubtaskState.CANCELLED])
+        assert outcome.requeued == cancelled
+        final = await client.wait(run.run_id, timeout_s=30)
+        assert final.state is RunState.SUCCEEDED
+        assert final.progress.counts.succeeded == SLOW_RECORDS
+        (result,) = await client.results(run.run_id)
+        assert result.status is ResultStatus.SUCCESS
+        assert result.execution.samples_succeeded == SLOW_RECORDS

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
 import grpc
 import pytest
 from google.protobuf import duration_pb2
@@ -128,6 +129,77 @@ async def test_invalid_run_spec_names_the_request_field(address: str, case: str)
         failure = await fails(stub.CreateRun(create(bad)))
         assert_reason(failure, INVALID, "RUN_SPEC_INVALID")
         assert field in failure.violations, failure.violations
+
+
+OVERSIZED_LISTS: dict[str, tuple[run_pb2.RunSpec, str, str]] = {
+    # (spec, the violated field, what the message says) — seen accepted: an 800 KB spec.
+    "backoff_200000": (
+        spec(
+            retry_policy=run_pb2.RetryPolicy(backoff=[duration_pb2.Duration(seconds=1)] * 200_000)
+        ),
+        "spec.retry_policy.backoff",
+        "at most 16 entries, got 200000",
+    ),
+    "stop_5000_of_1kb": (
+        spec(generation_overrides=model_pb2.GenerationParams(stop=["s" * 1024] * 5000)),
+        "spec.generation_overrides.stop",
+        "at most 16 entries, got 5000",
+    ),
+    "stop_string_1kb": (
+        spec(generation_overrides=model_pb2.GenerationParams(stop=["end", "s" * 1024])),
+        "spec.generation_overrides.stop[1]",
+        "at most 256 characters per entry, got 1024",
+    ),
+    "models_100": (
+        spec(model_ids=[f"m{i}" for i in range(100)]),
+        "spec.model_ids",
+        "at most 32 entries, got 100",
+    ),
+    "datasets_100": (
+        spec(
+            datasets=[
+                dataset_pb2.DatasetRef(name=f"d{i}", benchmark_version="1.0.0") for i in range(100)
+            ]
+        ),
+        "spec.datasets",
+        "at most 64 entries, got 100",
+    ),
+    "labels_1000": (
+        spec(labels={f"k{i}": "v" for i in range(1000)}),
+        "spec.labels",
+        "at most 64 entries, got 1000",
+    ),
+    "dataset_stop_5000": (
+        spec(
+            dataset_options=[
+                run_pb2.DatasetRunOptions(
+                    dataset=dataset_pb2.DatasetRef(name="twenty", benchmark_version="1.0.0"),
+                    generation_overrides=model_pb2.GenerationParams(stop=["s"] * 5000),
+                )
+            ]
+        ),
+        "spec.dataset_options[0].generation_overrides.stop",
+        "at most 16 entries, got 5000",
+    ),
+    "dataset_name_1kb": (
+        spec(datasets=[dataset_pb2.DatasetRef(name="d" * 1024, benchmark_version="1.0.0")]),
+        "spec.datasets[0]",
+        "at most 128 characters",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(OVERSIZED_LISTS), ids=list(OVERSIZED_LISTS))
+async def test_every_spec_list_is_bounded_and_the_bound_named(address: str, case: str) -> None:
+    bad, field, says = OVERSIZED_LISTS[case]
+    async with raw_stub(address) as stub:
+        failure = await fails(stub.CreateRun(create(bad), timeout=30))
+        assert_reason(failure, INVALID, "RUN_SPEC_INVALID")
+        assert field in failure.violations, failure.violations
+        assert says in failure.message
+        assert len(failure.message) < 1000, "the error does not echo the oversized list"
+        runs = await stub.ListRuns(service_pb2.ListRunsRequest())
+        assert list(runs.runs) == []
 
 
 async def test_unknown_model_and_dataset_version(address: str) -> None:
@@ -284,3 +356,38 @@ async def test_max_runs_in_flight_per_tenant(tmp_path: Path) -> None:
         assert (await client.wait(first.run_id, timeout_s=20)).state is RunState.CANCELLED
         second = await client.create_run(models=["sim-slow"], datasets=[("few", "1.0.0")])
         await client.cancel_run(second.run_id)
+
+
+async def test_runs_in_flight_per_tenant_hold_under_a_concurrent_burst(tmp_path: Path) -> None:
+    """40 CreateRun at once against a cap of 3: exactly 3 runs exist afterwards (the
+    count is taken inside the create transaction, not before it)."""
+    cap, burst = 3, 40
+    config = make_config(
+        tmp_path,
+        models=[simulated("sim-slow", latency_ms=5_000, max_concurrency=1)],
+        limits={"max_runs_in_flight_per_tenant": cap},
+    )
+    async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
+        await client.upload_dataset(
+            name="few", version="1.0.0", task_type="classification", records=classification(2)
+        )
+        created: list[str] = []
+        refused: list[ResourceExhausted] = []
+
+        async def create() -> None:
+            try:
+                run = await client.create_run(models=["sim-slow"], datasets=[("few", "1.0.0")])
+            except ResourceExhausted as error:
+                refused.append(error)
+            else:
+                created.append(run.run_id)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for _ in range(burst):
+                    group.start_soon(create)
+        stored = [run async for run in client.list_runs()]
+        assert (len(created), len(refused), len(stored)) == (cap, burst - cap, cap)
+        assert {e.metadata["limit"] for e in refused} == {"max_runs_in_flight_per_tenant"}
+        for run_id in created:
+            await client.cancel_run(run_id)

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
-from evald.v1 import enums_pb2
+from evald.v1 import enums_pb2, service_pb2
 from evald_cli.main import main
 from tests.client import _protos
 from tests.client._servicer import Failure, FakeEvaluationService
@@ -99,7 +100,7 @@ def test_submit_with_watch_follows_to_the_end_and_prints_results(
     )
     code, out, err = _run(capsys, "submit", str(spec), "--watch", "--server", address)
     assert err == ""
-    assert code == 0  # the fake run ends PARTIAL: results exist
+    assert code == 3  # the fake run ends PARTIAL: results exist, but a CI step fails
     lines = out.splitlines()
     assert lines[0] == "r-1"
     assert "run r-1: running" in lines
@@ -111,6 +112,11 @@ def test_submit_with_watch_follows_to_the_end_and_prints_results(
     request = servicer.created[0]
     assert request.spec.max_concurrency == 4
     assert dict(request.spec.labels) == {"team": "x"}
+    code, out, _ = _run(
+        capsys, "submit", str(spec), "--watch", "--accept-partial", "--server", address
+    )
+    assert code == 0
+    assert out.splitlines()[-1].endswith(": partial")
 
 
 def test_submit_without_watch_prints_only_the_id(
@@ -121,14 +127,14 @@ def test_submit_without_watch_prints_only_the_id(
     assert _run(capsys, "submit", str(spec), "--server", address) == (0, "r-1\n", "")
 
 
-def test_watch_of_a_cancelled_run_exits_1(
+def test_watch_of_a_cancelled_run_exits_5(
     servicer: FakeEvaluationService, address: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     events = _protos.event_log("r-1")
     events[-1].state_changed.state = enums_pb2.RUN_STATE_CANCELLED
     servicer.add_run(_protos.run("r-1"), events=events)
-    code, out, _ = _run(capsys, "watch", "r-1", "--server", address)
-    assert code == 1
+    code, out, _ = _run(capsys, "watch", "r-1", "--accept-partial", "--server", address)
+    assert code == 5
     assert out.splitlines()[-1] == "run r-1: cancelled"
 
 
@@ -138,14 +144,16 @@ def test_results_json_is_machine_readable(
     servicer.add_run(_protos.run("r-1"))
     code, out, _ = _run(capsys, "results", "r-1", "--json", "--server", address)
     assert code == 0
-    results = json.loads(out)
-    first = results[0]
-    assert first["metrics"]["accuracy"] == 0.9
-    assert first["status"] == "partial_success"
-    assert first["payload"]["kind"] == "classification"
-    assert first["payload"]["confusion_matrix"]["rows"] == [[5, 1], [0, 3]]
-    assert first["intervals"]["accuracy"]["bootstrap"]["method"] == "bootstrap_percentile"
-    assert first["created_time"].startswith("2023-11-14T")
+    # The proto3 JSON mapping of ListResultsResponse: what `buf curl` prints.
+    document = json.loads(out)
+    expected = json_format.MessageToDict(
+        service_pb2.ListResultsResponse(results=servicer.results["r-1"])
+    )
+    assert document == expected
+    first = document["results"][0]
+    assert first["metricsSummary"]["accuracy"] == 0.9
+    assert first["status"].startswith("RESULT_STATUS_")
+    assert first["createdTime"].startswith("2023-11-14T")
     code, out, _ = _run(capsys, "results", "r-1", "--server", address)
     assert "sentiment@1.0 (classification)" in out
     assert "0.900" in out

@@ -117,3 +117,16 @@ def test_results_tables_group_by_dataset_and_json_names_the_payload_kind() -> No
     assert data[0]["payload"]["kind"] == "classification"
     assert data[0]["task_type"] == "classification"
     assert data[0]["execution"]["ttft_p99_ms"] is None
+
+
+def test_a_task_without_answered_samples_shows_no_latency() -> None:
+    answered = _protos.result("t-1", "m-ok")
+    failed = _protos.result("t-2", "m-down")
+    failed.execution_profile.samples_succeeded = 0
+    failed.execution_profile.samples_failed = 10
+    for field in ("latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms"):
+        setattr(failed.execution_profile, field, 0.0)
+    (table,) = results_tables([convert.result_from_proto(r) for r in (answered, failed)])
+    headers = [c.header for c in table.columns]
+    p50, p99 = (list(table.columns[headers.index(h)].cells) for h in ("p50 ms", "p99 ms"))
+    assert (p50, p99) == (["58", ""], ["96", ""])  # blank, not a measured 0

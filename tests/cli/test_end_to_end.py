@@ -105,17 +105,19 @@ def test_upload_submit_watch_results_samples(server: str, tmp_path: Path) -> Non
 
     done = _evald("results", run_id, "--json", "--server", server)
     assert done.returncode == 0, done.stderr
-    results = json.loads(done.stdout)
-    assert sorted(r["model"]["model_id"] for r in results) == ["sim-large", "sim-small"]
+    results = json.loads(done.stdout)["results"]  # the proto3 JSON of ListResultsResponse
+    assert sorted(r["model"]["modelId"] for r in results) == ["sim-large", "sim-small"]
     for result in results:
-        assert result["status"] == "success"
-        assert 0.0 <= result["metrics"]["accuracy"] <= 1.0
-        assert result["execution"]["samples_succeeded"] == 30
-        assert result["payload"]["kind"] == "classification"
+        assert result["status"] == "RESULT_STATUS_SUCCESS"
+        assert 0.0 <= result["metricsSummary"]["accuracy"] <= 1.0
+        assert result["executionProfile"]["samplesSucceeded"] == "30"  # int64: a string
+        assert "classification" in result
 
     done = _evald("samples", run_id, "--limit", "5", "--json", "--server", server)
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)) == 5
+    done = _evald("samples", run_id, "--json", "--server", server)
+    assert len(json.loads(done.stdout)) == 60, "--json without --limit returns every sample"
 
     done = _evald("watch", "run_does_not_exist", "--server", server)
     assert done.returncode == 1

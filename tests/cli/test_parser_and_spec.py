@@ -48,7 +48,7 @@ def test_defaults_without_env(monkeypatch: pytest.MonkeyPatch) -> None:
     args = build_parser().parse_args(["samples", "r-1", "--failed", "--task", "t-2"])
     assert args.server == "127.0.0.1:50051"
     assert args.token is None
-    assert (args.failed, args.task, args.limit) == (True, "t-2", 50)
+    assert (args.failed, args.task, args.limit) == (True, "t-2", None)
     retry = build_parser().parse_args(
         ["retry", "r-1", "--task", "a", "--task", "b", "--category", "model_provider_error"]
     )

@@ -6,6 +6,7 @@ afterwards the SQLite file must hold exactly what it held before (a dump of ever
 table, schema included, compared line by line).
 """
 
+import base64
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from evald.v1 import (
     service_pb2_grpc,
 )
 from evald_client import AsyncEvaldClient
+from evald_client._errors import error_from_rpc
 from tests.harness import make_config, running_server
 from tests.reliability._support import classification_records, db_path, dump, jsonl, status_of
 
@@ -57,6 +59,8 @@ class World:
     dataset_id: str
     last_seq: int
     page_token_a: str
+    runs_token_a: str
+    samples_token_a: str
     baseline: list[str]
 
 
@@ -98,12 +102,23 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
         )
         run = await client.wait(run.run_id, timeout_s=60)
         assert run.state.value == "succeeded"
+        second = await client.create_run(models=["sim-good"], datasets=[("other", "1.0.0")])
+        await client.wait(second.run_id, timeout_s=60)
         async with grpc.aio.insecure_channel(address) as channel:
             stub = service_pb2_grpc.EvaluationServiceStub(channel)  # type: ignore[no-untyped-call]
             page = await stub.ListDatasets(
                 service_pb2.ListDatasetsRequest(page_size=1), metadata=_md("tenant-a")
             )
             assert page.next_page_token
+            runs = await stub.ListRuns(
+                service_pb2.ListRunsRequest(page_size=1), metadata=_md("tenant-a")
+            )
+            samples = await stub.ListSamples(
+                service_pb2.ListSamplesRequest(run_id=run.run_id, page_size=1),
+                metadata=_md("tenant-a"),
+            )
+            assert runs.next_page_token
+            assert samples.next_page_token
             yield World(
                 address=address,
                 db=db_path(tmp_path),
@@ -114,6 +129,8 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
                 dataset_id=dataset.dataset_id,
                 last_seq=run.last_seq,
                 page_token_a=page.next_page_token,
+                runs_token_a=runs.next_page_token,
+                samples_token_a=samples.next_page_token,
                 baseline=dump(db_path(tmp_path)),
             )
 
@@ -199,6 +216,14 @@ def raw(method: str, body: bytes, tenant: str = "tenant-a") -> Call:
     return call
 
 
+def forged(token: str, position: str) -> str:
+    """A token the server issued, with its position replaced by raw JSON text (the
+    binding to listing, tenant and filters stays valid: only the position is forged)."""
+    body = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    text = json.dumps({**body, "p": None}, separators=(",", ":")).replace("null", position)
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
 def spec(**fields: Any) -> run_pb2.RunSpec:
     values: dict[str, Any] = {
         "model_ids": ["sim-good"],
@@ -233,6 +258,7 @@ ARG = ("INVALID_ARGUMENT", "INVALID_ARGUMENT")
 RUN_404 = ("NOT_FOUND", "RUN_NOT_FOUND")
 TOKEN = ("INVALID_ARGUMENT", "PAGE_TOKEN_INVALID")
 NOAUTH = ("UNAUTHENTICATED", "UNAUTHENTICATED")
+ENCODING = ("INVALID_ARGUMENT", "DATASET_ENCODING_ERROR")
 NESTED = b'{"id": "n", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b', "label": "pos"}\n'
 CASES: dict[str, tuple[Call, tuple[str, str]]] = {
     # Uploads: the stream's shape and the header.
@@ -274,6 +300,46 @@ CASES: dict[str, tuple[Call, tuple[str, str]]] = {
     "body-label-not-in-choices": (upload(lines(record(label="meh"))), FIELD),
     "body-id-float": (upload(lines(record(id=1.5))), FIELD),
     "body-choices-one": (upload(lines(record(choices=["pos"]))), FIELD),
+    "body-lone-surrogate-id": (
+        upload(b'{"id": "\\ud800", "input": "t", "label": "pos"}\n'),
+        ENCODING,
+    ),
+    "body-lone-surrogate-metadata": (
+        upload(b'{"input": "t", "label": "pos", "metadata": {"k": "x\\udfff"}}\n'),
+        ENCODING,
+    ),
+    "body-metadata-nested-900": (
+        upload(
+            b'{"input": "t", "label": "pos", "metadata": '
+            + b'{"a": ' * 900
+            + b"1"
+            + b"}" * 901
+            + b"\n"
+        ),
+        FIELD,
+    ),
+    "body-duplicate-key": (
+        upload(b'{"input": "t", "label": "pos", "label": "neg", "choices": ["pos", "neg"]}\n'),
+        PARSE,
+    ),
+    "body-number-overflows-double": (
+        upload(b'{"input": "t", "label": "pos", "metadata": {"x": 1e400}}\n'),
+        FIELD,
+    ),
+    "body-whitespace-input": (upload(lines(record(input="  \t "))), FIELD),
+    "body-whitespace-label": (upload(lines(record(label=" ", choices=None))), FIELD),
+    "body-ner-empty-text": (
+        upload(lines({"text": "", "entities": []}), task_type=enums_pb2.TASK_TYPE_NER),
+        FIELD,
+    ),
+    "upload-template-without-placeholder": (
+        upload(lines(record()), prompt_template="Classify this."),
+        DS_INVALID,
+    ),
+    "upload-template-8mib": (
+        upload(lines(record()), prompt_template="{input}" + "x" * (8 * 2**20)),
+        DS_INVALID,
+    ),
     "body-duplicate-ids": (
         upload(lines(record(id="a"), record(id="a"))),
         ("INVALID_ARGUMENT", "DATASET_DUPLICATE_ID"),
@@ -466,6 +532,48 @@ CASES: dict[str, tuple[Call, tuple[str, str]]] = {
         unary("ListRuns", service_pb2.ListRunsRequest(page_token="not-a-token")),
         TOKEN,
     ),
+    "list-runs-token-position-10e400": (
+        unary_of(
+            "ListRuns",
+            lambda w: service_pb2.ListRunsRequest(
+                page_size=1, page_token=forged(w.runs_token_a, "[1" + "0" * 400 + ', "run_x"]')
+            ),
+            "tenant-a",
+        ),
+        TOKEN,
+    ),
+    "list-runs-token-position-infinite": (
+        unary_of(
+            "ListRuns",
+            lambda w: service_pb2.ListRunsRequest(
+                page_size=1, page_token=forged(w.runs_token_a, '[1e400, "run_x"]')
+            ),
+            "tenant-a",
+        ),
+        TOKEN,
+    ),
+    "list-samples-token-position-10e30": (
+        unary_of(
+            "ListSamples",
+            lambda w: service_pb2.ListSamplesRequest(
+                run_id=w.run_id,
+                page_size=1,
+                page_token=forged(w.samples_token_a, "[" + "1" + "0" * 30 + "]"),
+            ),
+            "tenant-a",
+        ),
+        TOKEN,
+    ),
+    "list-samples-token-position-bool": (
+        unary_of(
+            "ListSamples",
+            lambda w: service_pb2.ListSamplesRequest(
+                run_id=w.run_id, page_size=1, page_token=forged(w.samples_token_a, "[true]")
+            ),
+            "tenant-a",
+        ),
+        TOKEN,
+    ),
     "list-runs-unknown-state": (unary("ListRuns", service_pb2.ListRunsRequest(states=[99])), ARG),
     "list-datasets-negative-page-size": (
         unary("ListDatasets", service_pb2.ListDatasetsRequest(page_size=-5)),
@@ -604,3 +712,7 @@ async def test_bad_input(world: World, name: str) -> None:
         await call(world)
     assert status_of(caught.value) == (code, reason), caught.value.details()
     assert dump(world.db) == world.baseline, "a rejected request changed the store"
+    # What a person reads (the SDK's one line) says each problem once.
+    said = str(error_from_rpc(caught.value))
+    for violation in error_from_rpc(caught.value).field_violations:
+        assert said.count(violation.description) == 1, said

@@ -26,7 +26,7 @@ MAX_RECORDS = 20
 MAX_RECORD_BYTES = 400
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
-nonempty = text.filter(lambda s: s != "")
+nonempty = text.filter(lambda s: s.strip() != "")  # the schemas refuse blank text
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text
 
 
@@ -150,7 +150,11 @@ _SINGLE_FIELD = {
 def templates(draw: st.DrawFn, placeholder: str) -> tuple[str, list[str | None]]:
     """A template of literal text (braces escaped) and placeholders; its parts in order
     (None where the placeholder's value goes)."""
-    parts: list[str | None] = draw(st.lists(st.one_of(text, st.just(None)), min_size=1, max_size=6))
+    parts: list[str | None] = draw(
+        st.lists(st.one_of(text, st.just(None)), min_size=1, max_size=6).filter(
+            lambda p: None in p  # a template without a placeholder is refused
+        )
+    )
     source = "".join(
         "{" + placeholder + "}" if p is None else p.replace("{", "{{").replace("}", "}}")
         for p in parts
@@ -184,7 +188,7 @@ def test_every_valid_record_renders_a_user_message(
     (message,) = render_prompt(task_type, parsed.records[0].fields)
     assert message.role == "user"
     assert isinstance(message.content, str)
-    assert message.content  # may be whitespace only: the schemas accept such inputs
+    assert message.content.strip()  # the schemas refuse blank text
 
 
 # -- through the RPC --------------------------------------------------------------------------

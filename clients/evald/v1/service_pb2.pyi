@@ -133,14 +133,18 @@ class CancelRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ...) -> None: ...
 
 class RetryRunRequest(_message.Message):
-    __slots__ = ("run_id", "task_ids", "categories")
+    __slots__ = ("run_id", "task_ids", "categories", "reasons", "states")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_IDS_FIELD_NUMBER: _ClassVar[int]
     CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     task_ids: _containers.RepeatedScalarFieldContainer[str]
     categories: _containers.RepeatedScalarFieldContainer[_errors_pb2.ErrorCategory]
-    def __init__(self, run_id: _Optional[str] = ..., task_ids: _Optional[_Iterable[str]] = ..., categories: _Optional[_Iterable[_Union[_errors_pb2.ErrorCategory, str]]] = ...) -> None: ...
+    reasons: _containers.RepeatedScalarFieldContainer[_errors_pb2.ErrorReason]
+    states: _containers.RepeatedScalarFieldContainer[_enums_pb2.SubtaskState]
+    def __init__(self, run_id: _Optional[str] = ..., task_ids: _Optional[_Iterable[str]] = ..., categories: _Optional[_Iterable[_Union[_errors_pb2.ErrorCategory, str]]] = ..., reasons: _Optional[_Iterable[_Union[_errors_pb2.ErrorReason, str]]] = ..., states: _Optional[_Iterable[_Union[_enums_pb2.SubtaskState, str]]] = ...) -> None: ...
 
 class RetryRunResponse(_message.Message):
     __slots__ = ("run", "requeued")

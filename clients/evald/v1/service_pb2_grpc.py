@@ -180,8 +180,9 @@ class EvaluationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RetryRun(self, request, context):
-        """Re-queues a terminal run's permanently failed subtasks, optionally only those of
-        some tasks or error categories, and rescores the affected tasks.
+        """Re-queues a terminal run's permanently failed (or cancelled) subtasks, optionally
+        only those of some tasks, error categories or reasons, and rescores the affected
+        tasks.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -4,6 +4,8 @@ Results have their own module (``_convert_results``); this one holds the rest, s
 that every proto ⇄ domain mapping lives in the api package and nowhere else.
 """
 
+import re
+
 from evald.v1 import dataset_pb2, event_pb2, model_pb2, run_pb2, sample_pb2
 from evald_server.api._convert_common import (
     duration,
@@ -90,7 +92,12 @@ _SPEC_PATHS = {
 }
 
 
+_DATASET_PARAMS = re.compile(r"^(dataset_options\[\d+\])\.params(?=$|[.\[])")
+
+
 def _spec_path(field: str) -> str:
+    # A dataset's own settings name their generation parameters as the run's do.
+    field = _DATASET_PARAMS.sub(r"\1.generation_overrides", field)
     for domain, wire in _SPEC_PATHS.items():
         if field == domain or field.startswith((f"{domain}.", f"{domain}[")):
             return wire + field[len(domain) :]

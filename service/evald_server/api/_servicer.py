@@ -263,6 +263,8 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
             _required(request.run_id, "run_id"),
             task_ids=tuple(request.task_ids),
             categories=_enum_list(ErrorCategory, request.categories, "categories"),
+            reasons=_enum_list(ErrorReason, request.reasons, "reasons"),
+            states=_enum_list(SubtaskState, request.states, "states"),
         )
         return service_pb2.RetryRunResponse(run=run_to_proto(run), requeued=requeued)
 

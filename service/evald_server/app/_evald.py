@@ -22,7 +22,7 @@ from evald_server.app._runs import RunService
 from evald_server.app._types import Dataset, DatasetHeader, ModelInfo, Page, Run, Sample
 from evald_server.comparison import ModelPair, RunComparison
 from evald_server.config import ServerConfig
-from evald_server.domain import ErrorCategory, RunState, SubtaskState, TaskType
+from evald_server.domain import ErrorCategory, ErrorReason, RunState, SubtaskState, TaskType
 from evald_server.engine import (
     DatasetRef,
     Engine,
@@ -203,8 +203,12 @@ class Evald:
         *,
         task_ids: Sequence[str] = (),
         categories: Sequence[ErrorCategory] = (),
+        reasons: Sequence[ErrorReason] = (),
+        states: Sequence[SubtaskState] = (),
     ) -> tuple[Run, int]:
-        return await self._run_service.retry(tenant, run_id, task_ids, categories)
+        return await self._run_service.retry(
+            tenant, run_id, task_ids, categories, reasons=reasons, states=states
+        )
 
     async def watch(self, tenant: str, run_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
         """Validates now (NOT_FOUND, OUT_OF_RANGE raise here); then iterate the events."""

@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,10 @@ from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
+# Positions are row ids, offsets and epoch timestamps: a forged one outside these
+# bounds is refused here rather than overflowing float() or SQLite's 64-bit integer.
+MAX_INTEGER_POSITION = 2**63 - 1
+MAX_TIME_POSITION = 1e12
 
 
 def page_size(requested: int, *, default: int = DEFAULT_PAGE_SIZE) -> int:
@@ -83,19 +88,27 @@ def keyset(position: list[Any] | None) -> tuple[float, str] | None:
     """A (created_at, id) keyset position."""
     if position is None:
         return None
-    if (
-        len(position) != 2
-        or not isinstance(position[0], int | float)
-        or not isinstance(position[1], str)
-    ):
+    if len(position) != 2 or not isinstance(position[1], str):
         raise _invalid_position()
-    return float(position[0]), position[1]
+    created = position[0]
+    if isinstance(created, bool) or not isinstance(created, int | float):
+        raise _invalid_position()
+    if isinstance(created, int) and abs(created) > MAX_TIME_POSITION:
+        raise _invalid_position()  # before float(): a huge int would overflow it
+    if not (math.isfinite(created) and abs(created) <= MAX_TIME_POSITION):
+        raise _invalid_position()
+    return float(created), position[1]
 
 
 def integer(position: list[Any] | None) -> int:
     """A single integer position (a row id or an offset); 0 for the first page."""
     if position is None:
         return 0
-    if len(position) != 1 or not isinstance(position[0], int) or position[0] < 0:
+    if (
+        len(position) != 1
+        or isinstance(position[0], bool)
+        or not isinstance(position[0], int)
+        or not 0 <= position[0] <= MAX_INTEGER_POSITION
+    ):
         raise _invalid_position()
     return int(position[0])

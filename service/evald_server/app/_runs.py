@@ -39,9 +39,9 @@ from evald_server.engine import (
     task_prompt,
 )
 from evald_server.engine._prompting import effective_options
-from evald_server.store import DatasetRow, NewRun, NewTask, RunRow, Store
+from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
 
-_LIVE = (RunState.PENDING, RunState.RUNNING)
+_RETRYABLE = (SubtaskState.FAILED_PERMANENT, SubtaskState.CANCELLED)
 
 
 class RunService:
@@ -112,7 +112,15 @@ class RunService:
             request_id=request_id,
             request_hash=request_hash,
         )
-        row, created = await self._store.create_run(new, tasks)
+        cap = self._config.limits.max_runs_in_flight_per_tenant
+        try:
+            row, created = await self._store.create_run(new, tasks, max_live_runs=cap)
+        except LiveRunLimitReached as exc:
+            raise ResourceExhausted(
+                ErrorReason.LIMIT_EXCEEDED,
+                f"{exc.live} runs are in flight, the limit max_runs_in_flight_per_tenant is {cap}",
+                metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
+            ) from exc
         if not created:  # a concurrent create with the same request_id won
             return await self._replay(row, request_id or "", request_hash), False
         await self._engine.register_run(run_id)
@@ -161,14 +169,6 @@ class RunService:
                     "limitValue": limits.max_subtasks_per_run,
                     "requested": subtasks,
                 },
-            )
-        cap = limits.max_runs_in_flight_per_tenant
-        live = await self._store.list_runs(tenant, None, cap, states=_LIVE)
-        if len(live) >= cap:
-            raise ResourceExhausted(
-                ErrorReason.LIMIT_EXCEEDED,
-                f"{len(live)} runs are in flight, the limit max_runs_in_flight_per_tenant is {cap}",
-                metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
             )
         return datasets
 
@@ -244,15 +244,34 @@ class RunService:
         run_id: str,
         task_ids: Sequence[str] = (),
         categories: Sequence[ErrorCategory] = (),
+        *,
+        reasons: Sequence[ErrorReason] = (),
+        states: Sequence[SubtaskState] = (),
     ) -> tuple[Run, int]:
-        """Re-queue a finished run's failed_permanent subtasks; returns how many."""
+        """Re-queue a finished run's failed_permanent (or, when ``states`` says so,
+        cancelled) subtasks, filtered by task, error category and reason; how many."""
         run = await self._owned(tenant, run_id)
-        if not run.state.is_terminal or run.cancel_requested:
+        wanted = tuple(dict.fromkeys(states)) or (SubtaskState.FAILED_PERMANENT,)
+        not_retryable = [s for s in wanted if s not in _RETRYABLE]
+        if not_retryable:
+            raise InvalidArgument(
+                ErrorReason.INVALID_ARGUMENT,
+                f"states: {', '.join(s.value for s in not_retryable)} cannot be retried "
+                "(only failed_permanent and cancelled)",
+                metadata={"field": "states"},
+                field_violations=(FieldViolation("states", "only failed_permanent and cancelled"),),
+            )
+        if not run.state.is_terminal:
             raise FailedPrecondition(
                 ErrorReason.RUN_NOT_RETRYABLE,
-                f"run {run_id} is {run.state.value}"
-                + (" (cancelled)" if run.cancel_requested else "")
-                + "; only a finished, not cancelled run can be retried",
+                f"run {run_id} is {run.state.value}; only a finished run can be retried",
+                metadata={"runId": run_id, "state": run.state.value},
+            )
+        if run.cancel_requested and SubtaskState.CANCELLED not in wanted:
+            raise FailedPrecondition(
+                ErrorReason.RUN_NOT_RETRYABLE,
+                f"run {run_id} was cancelled; to resume it, retry its cancelled samples "
+                "(states: cancelled)",
                 metadata={"runId": run_id, "state": run.state.value},
             )
         known = {t.task_id for t in await self._store.get_tasks(run_id)}
@@ -264,11 +283,18 @@ class RunService:
                 metadata={"runId": run_id, "field": "task_ids"},
                 field_violations=(FieldViolation("task_ids", "not tasks of this run"),),
             )
-        report = await self._engine.retry_run(run_id, task_ids, [c.value for c in categories])
+        report = await self._engine.retry_run(
+            run_id,
+            task_ids,
+            [c.value for c in categories],
+            reasons=[r.value for r in reasons],
+            states=wanted,
+        )
         if report.changed == 0:
             raise FailedPrecondition(
                 ErrorReason.RUN_NOT_RETRYABLE,
-                f"run {run_id} has no permanently failed subtasks matching the request",
+                f"run {run_id} has no {' or '.join(s.value for s in wanted)} subtasks "
+                "matching the request",
                 metadata={"runId": run_id},
             )
         return await self.get(tenant, run_id), report.changed

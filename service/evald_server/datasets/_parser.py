@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evald_server.datasets import _strict_json
 from evald_server.datasets._records import RECORD_MODELS
 from evald_server.domain import DatasetInvalid, ErrorReason, FieldViolation, TaskType
 
@@ -48,6 +49,7 @@ def parse_jsonl(
     digest = hashlib.sha256()
     records: list[DatasetRecord] = []
     first_line_of_id: dict[str, int] = {}
+    decoder = _strict_json.StrictDecoder()
     for line_number, raw in _lines(chunks, max_record_bytes):
         if not raw.strip():
             continue
@@ -60,20 +62,24 @@ def parse_jsonl(
                 limit="max_records_per_dataset",
                 limitValue=max_records,
             )
-        document = _decode(raw, line_number)
+        document = _decode(raw, line_number, decoder)
         try:
             validated = model.model_validate(document)
         except ValidationError as exc:
             raise _from_validation(exc, line_number) from exc
         fields = validated.model_dump(mode="json", exclude_none=True)
-        record_id = str(fields.pop("id", line_number))
+        given_id = fields.pop("id", None)
+        record_id = str(line_number if given_id is None else given_id)
         if record_id in first_line_of_id:
+            first = first_line_of_id[record_id]
+            problem = (
+                f"id {record_id!r} already used on line {first}"
+                if given_id is not None
+                else f"the line has no id, so its id is its line number, {record_id!r}, "
+                f"which line {first} already uses as its id"
+            )
             raise _invalid(
-                ErrorReason.DATASET_DUPLICATE_ID,
-                line_number,
-                "id",
-                f"id {record_id!r} already used on line {first_line_of_id[record_id]}",
-                firstLine=first_line_of_id[record_id],
+                ErrorReason.DATASET_DUPLICATE_ID, line_number, "id", problem, firstLine=first
             )
         first_line_of_id[record_id] = line_number
         canonical = json.dumps(
@@ -119,11 +125,7 @@ def _check_size(line: bytes, line_number: int, max_record_bytes: int) -> None:
         )
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _decode(raw: bytes, line_number: int) -> Any:
+def _decode(raw: bytes, line_number: int, decoder: _strict_json.StrictDecoder) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -134,7 +136,7 @@ def _decode(raw: bytes, line_number: int) -> Any:
             f"not valid UTF-8 at byte {exc.start}",
         ) from exc
     try:
-        document = json.loads(text.removeprefix("\ufeff"), parse_constant=_reject_constant)
+        document, suspect = decoder.decode(raw, text.removeprefix("\ufeff"))
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         detail = (
             exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
@@ -150,6 +152,9 @@ def _decode(raw: bytes, line_number: int) -> Any:
             None,
             f"expected a JSON object, got {type(document).__name__}",
         )
+    problem = _strict_json.problem(document) if suspect else None
+    if problem is not None:
+        raise _invalid(problem.reason, line_number, problem.path or None, problem.message)
     return document
 
 

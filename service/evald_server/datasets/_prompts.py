@@ -12,8 +12,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evald_server.domain import DatasetInvalid, ErrorReason, TaskType
+from evald_server.domain import DatasetInvalid, ErrorReason, FieldViolation, TaskType
 from evald_server.providers._base import ChatMessage
+
+# A template is instructions around a record, not a corpus: few-shot prompts fit easily.
+MAX_TEMPLATE_CHARS = 65_536
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
 
@@ -108,27 +111,48 @@ DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
 }
 
 
+def _template_problem(problem: str, **metadata: object) -> DatasetInvalid:
+    return DatasetInvalid(
+        ErrorReason.DATASET_HEADER_INVALID,
+        f"prompt_template: {problem}",
+        metadata={"field": "prompt_template", **metadata},
+        field_violations=(FieldViolation("prompt_template", problem),),
+    )
+
+
 def validate_template(task_type: TaskType, template: str) -> None:
-    """Reject unknown placeholders and stray braces before anything is stored."""
+    """Reject unknown placeholders, stray braces, a template without any placeholder
+    (every sample would get the same prompt) and one over ``MAX_TEMPLATE_CHARS``."""
     allowed = PLACEHOLDERS[task_type]
+    if len(template) > MAX_TEMPLATE_CHARS:
+        raise _template_problem(
+            f"{len(template)} characters, over the limit of {MAX_TEMPLATE_CHARS}",
+            limit="max_template_chars",
+            limitValue=MAX_TEMPLATE_CHARS,
+        )
+    placeholders = 0
     for match in _PLACEHOLDER.finditer(template):
         token, name = match.group(0), match.group(1)
         if token in ("{{", "}}"):
             continue
         if name is None:
-            raise DatasetInvalid(
-                ErrorReason.DATASET_HEADER_INVALID,
-                f"prompt_template: unmatched {token!r} at offset {match.start()} "
+            raise _template_problem(
+                f"unmatched {token!r} at offset {match.start()} "
                 "(write {{ or }} for a literal brace)",
-                metadata={"field": "prompt_template", "offset": match.start()},
+                offset=match.start(),
             )
         if name not in allowed:
-            raise DatasetInvalid(
-                ErrorReason.DATASET_HEADER_INVALID,
-                f"prompt_template: unknown placeholder {{{name}}} for {task_type.value} "
+            raise _template_problem(
+                f"unknown placeholder {{{name}}} for {task_type.value} "
                 f"(allowed: {', '.join(sorted(allowed))})",
-                metadata={"field": "prompt_template", "placeholder": name},
+                placeholder=name,
             )
+        placeholders += 1
+    if not placeholders:
+        raise _template_problem(
+            "has no placeholder, so every sample would get the same prompt "
+            f"(use one of {', '.join('{' + p + '}' for p in sorted(allowed))})"
+        )
 
 
 def _fill(template: str, values: Mapping[str, str]) -> str:

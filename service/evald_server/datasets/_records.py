@@ -9,12 +9,28 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
 from evald_server.datasets._numbers import reference_number
 from evald_server.domain import TaskType
 
-NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be blank (whitespace only)")
+    return text
+
+
+# Text that a prompt or a score is made of: a blank one would make every sample alike.
+NonEmpty = Annotated[StrictStr, Field(min_length=1), AfterValidator(_not_blank)]
 _BIO_TAG = re.compile(r"^(O|[BI]-\S+)$")
 
 
@@ -54,7 +70,7 @@ class Entity(BaseModel):
 
 
 class NerRecord(_Record):
-    text: StrictStr | None = None
+    text: NonEmpty | None = None
     entities: list[Entity] | None = None
     tokens: list[StrictStr] | None = None
     tags: list[StrictStr] | None = None

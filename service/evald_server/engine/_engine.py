@@ -21,6 +21,7 @@ from evald_server.domain import (
     ErrorReason,
     EvalError,
     RunState,
+    SubtaskState,
     TaskState,
     TaskType,
 )
@@ -190,9 +191,17 @@ class Engine:
         return report
 
     async def retry_run(
-        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str]
+        self,
+        run_id: str,
+        task_ids: Sequence[str],
+        categories: Sequence[str],
+        *,
+        reasons: Sequence[str] = (),
+        states: Sequence[SubtaskState] = (SubtaskState.FAILED_PERMANENT,),
     ) -> TransitionReport:
-        report = await self.store.retry_failed(run_id, task_ids, categories, time.time())
+        report = await self.store.retry_failed(
+            run_id, task_ids, categories, time.time(), reasons=reasons, states=states
+        )
         if report.changed:
             self.events.publish(report.events)
             await self.register_run(run_id)

@@ -8,7 +8,7 @@ is stored with the run and hashed for request idempotency.
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,9 @@ from evald_server.engine._retry_policy import RetryPolicy
 
 MAX_REPEAT = 100
 MAX_LABELS = 64
+MAX_NAME_CHARS = 256
+MAX_DATASETS = 64
+MAX_DATASET_REF_CHARS = 128  # what an upload allows for a name, and then some
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +191,60 @@ def _dataset_problems(spec: RunSpec) -> list[tuple[str, str]]:
     return problems
 
 
+@dataclass(frozen=True, slots=True)
+class ListBound:
+    """A bound on one list (or map) of a spec: how many entries, and how many characters
+    each string entry may have. Named in the error as ``field``."""
+
+    field: str
+    max_items: int
+    max_chars: int | None
+    entries: Callable[[RunSpec], Collection[Any]]
+
+
+# Every list a client sends is bounded here, so that a spec stays a few KB when stored
+# and hashed (README lists these). A new list field of RunSpec gets a row.
+LIST_BOUNDS: tuple[ListBound, ...] = (
+    ListBound("models", 32, 128, lambda s: s.models),
+    ListBound("datasets", MAX_DATASETS, None, lambda s: s.datasets),
+    ListBound("retry_policy.backoff_s", 16, None, lambda s: s.retry_policy.backoff_s),
+    ListBound("params.stop", 16, 256, lambda s: () if s.params is None else s.params.stop),
+    ListBound("labels", MAX_LABELS, None, lambda s: s.labels),  # keys and values: below
+    ListBound("dataset_options", MAX_DATASETS, None, lambda s: s.dataset_options),
+)
+_STOP = LIST_BOUNDS[3]  # a dataset's own stop strings are bounded as the run's are
+
+
+def _bound_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    checks: list[tuple[ListBound, str, Collection[Any]]] = [
+        (bound, bound.field, bound.entries(spec)) for bound in LIST_BOUNDS
+    ]
+    checks += [
+        (_STOP, f"dataset_options[{i}].{_STOP.field}", entry.params.stop)
+        for i, entry in enumerate(spec.dataset_options[:MAX_DATASETS])
+        if entry.params is not None
+    ]
+    problems = []
+    for bound, name, entries in checks:
+        if len(entries) > bound.max_items:
+            problems.append((name, f"at most {bound.max_items} entries, got {len(entries)}"))
+            continue
+        if bound.max_chars is None:
+            continue
+        for index, entry in enumerate(entries):
+            if isinstance(entry, str) and len(entry) > bound.max_chars:
+                problems.append(
+                    (
+                        f"{name}[{index}]",
+                        f"at most {bound.max_chars} characters per entry, got {len(entry)}",
+                    )
+                )
+                break
+    return problems
+
+
 def _problems(spec: RunSpec) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
+    problems = _bound_problems(spec)
     if not spec.models:
         problems.append(("models", "at least one model is required"))
     if len(set(spec.models)) != len(spec.models):
@@ -200,19 +255,24 @@ def _problems(spec: RunSpec) -> list[tuple[str, str]]:
         problems.append(("datasets", "at least one dataset is required"))
     if len(set(spec.datasets)) != len(spec.datasets):
         problems.append(("datasets", "a dataset version is listed twice"))
-    for i, ref in enumerate(spec.datasets):
+    for i, ref in enumerate(spec.datasets[:MAX_DATASETS]):
         if not ref.name or not ref.benchmark_version:
             problems.append((f"datasets[{i}]", "name and benchmark_version are required"))
+        elif max(len(ref.name), len(ref.benchmark_version)) > MAX_DATASET_REF_CHARS:
+            problems.append(
+                (
+                    f"datasets[{i}]",
+                    f"name and benchmark_version: at most {MAX_DATASET_REF_CHARS} characters",
+                )
+            )
     if isinstance(spec.repeat, bool) or not 1 <= spec.repeat <= MAX_REPEAT:
         problems.append(("repeat", f"must be between 1 and {MAX_REPEAT}"))
     if spec.max_concurrency is not None and (
         isinstance(spec.max_concurrency, bool) or spec.max_concurrency < 1
     ):
         problems.append(("max_concurrency", "must be at least 1 (or unset)"))
-    if len(spec.name) > 256:
-        problems.append(("name", "at most 256 characters"))
-    if len(spec.labels) > MAX_LABELS:
-        problems.append(("labels", f"at most {MAX_LABELS} labels"))
+    if len(spec.name) > MAX_NAME_CHARS:
+        problems.append(("name", f"at most {MAX_NAME_CHARS} characters"))
     if any(not k or len(k) > 63 or len(v) > 256 for k, v in spec.labels.items()):
         problems.append(("labels", "keys 1-63 characters, values at most 256"))
     if not (math.isfinite(spec.scoring_timeout_s) and 1 <= spec.scoring_timeout_s <= 86_400):

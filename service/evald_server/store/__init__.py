@@ -1,6 +1,6 @@
 """Persistence: the ``Store`` port and its embedded SQLite implementation."""
 
-from evald_server.store._errors import StoreError
+from evald_server.store._errors import LiveRunLimitReached, StoreError
 from evald_server.store._port import Store
 from evald_server.store._records import (
     COUNTER_COLUMNS,
@@ -48,6 +48,7 @@ __all__ = [
     "EventRow",
     "FinishReport",
     "Json",
+    "LiveRunLimitReached",
     "NewEvent",
     "NewRun",
     "NewTask",

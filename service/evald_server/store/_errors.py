@@ -3,3 +3,12 @@
 
 class StoreError(Exception):
     """The database cannot be used: a newer schema, a bad URL, or corruption."""
+
+
+class LiveRunLimitReached(Exception):
+    """A tenant already has ``live`` unfinished runs, the most ``create_run`` allows."""
+
+    def __init__(self, live: int, limit: int) -> None:
+        super().__init__(f"{live} runs in flight, limit {limit}")
+        self.live = live
+        self.limit = limit

@@ -67,7 +67,9 @@ class Store(Protocol):
     async def read_records(self, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]: ...
 
     # Runs: creation, reads.
-    async def create_run(self, run: NewRun, tasks: Sequence[NewTask]) -> tuple[RunRow, bool]: ...
+    async def create_run(
+        self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
+    ) -> tuple[RunRow, bool]: ...
     async def get_run(self, run_id: str) -> RunRow | None: ...
     async def list_runs(
         self,
@@ -90,7 +92,14 @@ class Store(Protocol):
     async def requeue_running(self, *, owner: str | None, now: float) -> int: ...
     async def cancel_run(self, run_id: str, now: float) -> TransitionReport: ...
     async def retry_failed(
-        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str], now: float
+        self,
+        run_id: str,
+        task_ids: Sequence[str],
+        categories: Sequence[str],
+        now: float,
+        *,
+        reasons: Sequence[str] = (),
+        states: Sequence[SubtaskState] = (SubtaskState.FAILED_PERMANENT,),
     ) -> TransitionReport: ...
     async def fail_model_work(
         self, run_id: str, model_id: str, error: EvalError, now: float

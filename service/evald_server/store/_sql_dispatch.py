@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 from evald_server.domain import RunState, SubtaskState, TaskState
+from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._records import (
     CompletionReport,
     EventKind,
@@ -37,12 +38,19 @@ _S = SubtaskState
 
 
 def create_run(
-    conn: sqlite3.Connection, run: NewRun, tasks: Sequence[NewTask], retain: int
+    conn: sqlite3.Connection,
+    run: NewRun,
+    tasks: Sequence[NewTask],
+    retain: int,
+    max_live_runs: int | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert the run, its tasks and every subtask in one transaction.
 
     With a ``request_id`` already used by this tenant, nothing is inserted and the
     existing run is returned with ``False`` (the caller compares the request hashes).
+    With ``max_live_runs`` unfinished runs of the tenant already there, nothing is
+    inserted and ``LiveRunLimitReached`` is raised: counted inside the write
+    transaction, so concurrent creates cannot all pass the same count.
     """
     with transaction(conn):
         if run.request_id is not None:
@@ -54,6 +62,13 @@ def create_run(
                 existing = read_run(conn, found[0])
                 assert existing is not None
                 return existing, False
+        if max_live_runs is not None:
+            (live,) = conn.execute(
+                "SELECT COUNT(*) FROM runs WHERE tenant = ? AND state IN (?, ?)",
+                (run.tenant, RunState.PENDING.value, RunState.RUNNING.value),
+            ).fetchone()
+            if live >= max_live_runs:
+                raise LiveRunLimitReached(live, max_live_runs)
         total = sum(t.record_count * run.repeat for t in tasks)
         conn.execute(
             "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "

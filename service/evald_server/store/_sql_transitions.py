@@ -83,15 +83,19 @@ def retry_failed(
     categories: Sequence[str],
     now: float,
     retain: int,
+    reasons: Sequence[str] = (),
+    states: Sequence[str] = (_S.FAILED_PERMANENT.value,),
 ) -> TransitionReport:
-    """Re-queue the run's ``failed_permanent`` subtasks (optionally of some tasks or
-    error categories) with a fresh retry budget; their tasks will be scored again."""
+    """Re-queue the run's subtasks in ``states`` (``failed_permanent`` and/or
+    ``cancelled``), optionally only of some tasks or whose last error has one of some
+    categories or reasons, with a fresh retry budget; their tasks will be scored again.
+    Re-queuing cancelled subtasks lifts the run's cancel."""
     with transaction(conn):
         sql = (
-            "SELECT row_id, task_id, model_id FROM subtasks "
-            "WHERE run_id = ? AND state = 'failed_permanent'"
+            "SELECT row_id, task_id, model_id, state FROM subtasks "
+            f"WHERE run_id = ? AND state IN ({','.join('?' * len(states))})"
         )
-        params: list[object] = [run_id]
+        params: list[object] = [run_id, *states]
         if task_ids:
             sql += f" AND task_id IN ({','.join('?' * len(task_ids))})"
             params.extend(task_ids)
@@ -99,6 +103,10 @@ def retry_failed(
             marks = ",".join("?" * len(categories))
             sql += f" AND json_extract(last_error, '$.category') IN ({marks})"
             params.extend(categories)
+        if reasons:
+            marks = ",".join("?" * len(reasons))
+            sql += f" AND json_extract(last_error, '$.reason') IN ({marks})"
+            params.extend(reasons)
         rows = conn.execute(sql, params).fetchall()
         if not rows:
             return TransitionReport(changed=0, finished_tasks=(), events=())
@@ -108,8 +116,8 @@ def retry_failed(
             [(now, r[0]) for r in rows],
         )
         deltas = CounterDeltas()
-        for _row_id, task_id, _model in rows:
-            deltas.move(run_id, task_id, _S.FAILED_PERMANENT, _S.PENDING)
+        for _row_id, task_id, _model, state in rows:
+            deltas.move(run_id, task_id, _S(state), _S.PENDING)
         deltas.apply(conn)
         for task_id in deltas.tasks:
             conn.execute(
@@ -122,8 +130,8 @@ def retry_failed(
             conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
         )
         conn.execute(
-            "UPDATE runs SET state = 'running', finished_at = NULL, terminal_seq = NULL "
-            "WHERE run_id = ?",
+            "UPDATE runs SET state = 'running', finished_at = NULL, terminal_seq = NULL, "
+            "cancel_requested = 0 WHERE run_id = ?",
             (run_id,),
         )
         event = state_event(run_id, RunState.RUNNING, now, previous, retried=len(rows))

@@ -172,8 +172,10 @@ class SqliteStore:
         return await self._read(ds.read_records, dataset_id, idxs)
 
     # Runs.
-    async def create_run(self, run: NewRun, tasks: Sequence[NewTask]) -> tuple[RunRow, bool]:
-        return await self._write(dispatch.create_run, run, tasks, self._retain)
+    async def create_run(
+        self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
+    ) -> tuple[RunRow, bool]:
+        return await self._write(dispatch.create_run, run, tasks, self._retain, max_live_runs)
 
     async def get_run(self, run_id: str) -> RunRow | None:
         return await self._read(reads.get_run, run_id)
@@ -216,10 +218,24 @@ class SqliteStore:
         return await self._write(transitions.cancel_run, run_id, now, self._retain)
 
     async def retry_failed(
-        self, run_id: str, task_ids: Sequence[str], categories: Sequence[str], now: float
+        self,
+        run_id: str,
+        task_ids: Sequence[str],
+        categories: Sequence[str],
+        now: float,
+        *,
+        reasons: Sequence[str] = (),
+        states: Sequence[SubtaskState] = (SubtaskState.FAILED_PERMANENT,),
     ) -> TransitionReport:
         return await self._write(
-            transitions.retry_failed, run_id, task_ids, categories, now, self._retain
+            transitions.retry_failed,
+            run_id,
+            task_ids,
+            categories,
+            now,
+            self._retain,
+            reasons,
+            [s.value for s in states],
         )
 
     async def fail_model_work(
