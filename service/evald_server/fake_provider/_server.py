@@ -31,14 +31,20 @@ from evald_server.config import ModelConfig
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, Kind
 from evald_server.fake_provider._journal import Journal, JournalEntry
 from evald_server.fake_provider._responses import (
+    DONE_EVENT,
     MALFORMED_BODY,
     MALFORMED_EVENT,
     completion_body,
     error_body,
+    flood_body,
+    flood_events,
     retry_headers,
     stream_events,
     tokens,
+    truncate,
 )
+
+_FLOOD_PIECE = 64 * 1024
 
 _JSON = "application/json"
 
@@ -83,6 +89,8 @@ class FakeProvider:
         self._base_url: str | None = None
         self._cpu_base = time.process_time()
         self._started_at = time.monotonic()
+        # Streams in progress, for ``interrupt_streams``: set the event to cut one short.
+        self._live_streams: set[asyncio.Event] = set()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -186,6 +194,9 @@ class FakeProvider:
             return _error(400, f"invalid request: {exc}")
         entry = self.journal.begin(key, chat.model, stream=stream, client_port=_port(request))
         config = self._config
+        if config.interrupt_streams:
+            for interrupt in self._live_streams:
+                interrupt.set()
         behaviour = self._behaviour(request, config, entry)
         try:
             delay_s = config.hang_s if behaviour.kind is Kind.HANG else 0.0
@@ -235,25 +246,81 @@ class FakeProvider:
             return _error(behaviour.status, message, headers)
         if behaviour.kind is Kind.MALFORMED and not stream:
             return web.Response(body=MALFORMED_BODY, content_type=_JSON)
-        text = self._answer(behaviour, config, chat)
+        if behaviour.kind is Kind.FLOOD:
+            return await self._flood(request, behaviour, chat, entry, stream)
+        text, natural_end = truncate(
+            self._answer(behaviour, config, chat), chat.body.get("max_tokens")
+        )
+        finish_reason: str | None = natural_end
+        if behaviour.kind is Kind.INTERRUPTED:
+            finish_reason = None
+        elif behaviour.finish_reason is not None:
+            finish_reason = behaviour.finish_reason
         prompt_tokens = sum(tokens(str(m.get("content", ""))) for m in chat.messages)
         if not stream:
-            body = completion_body(entry.seq, chat.model, text, prompt_tokens)
+            body = completion_body(
+                entry.seq,
+                chat.model,
+                text,
+                prompt_tokens,
+                finish_reason=finish_reason,
+                usage=config.send_usage,
+            )
             return web.Response(body=body, content_type=_JSON)
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
+        response = _event_stream()
         await response.prepare(request)
         events = stream_events(
-            entry.seq, chat.model, text, prompt_tokens, include_usage=include_usage
+            entry.seq,
+            chat.model,
+            text,
+            prompt_tokens,
+            include_usage=include_usage and config.send_usage,
+            finish_reason=finish_reason,
         )
-        for index, event in enumerate(events):
-            if behaviour.kind is Kind.MALFORMED and index == 1:
-                await response.write(MALFORMED_EVENT)
+        interrupt = asyncio.Event()
+        self._live_streams.add(interrupt)
+        try:
+            for index, event in enumerate(events):
+                if behaviour.kind is Kind.MALFORMED and index == 1:
+                    await response.write(MALFORMED_EVENT)
+                    break
+                if behaviour.kind is Kind.INTERRUPTED and index == behaviour.after_chunks:
+                    interrupt.set()
+                if index > 1 and config.stream_chunk_ms > 0:
+                    await asyncio.sleep(config.stream_chunk_ms / 1000.0)
+                if interrupt.is_set():  # llama-cpp-python: a bare [DONE], no finish_reason
+                    await response.write(DONE_EVENT)
+                    break
+                await response.write(event)
+        finally:
+            self._live_streams.discard(interrupt)
+        await response.write_eof()
+        return response
+
+    async def _flood(
+        self,
+        request: web.Request,
+        behaviour: Behaviour,
+        chat: FakeChatRequest,
+        entry: JournalEntry,
+        stream: bool,
+    ) -> web.StreamResponse:
+        if not stream:
+            response = web.StreamResponse(headers={"Content-Type": _JSON})
+            await response.prepare(request)
+            for piece in flood_body(entry.seq, chat.model, behaviour.body_bytes, _FLOOD_PIECE):
+                await response.write(piece)
+            await response.write_eof()
+            return response
+        response = _event_stream()
+        await response.prepare(request)
+        sent = 0
+        for event in flood_events(entry.seq, chat.model, behaviour.delta_bytes):
+            if behaviour.body_bytes and sent >= behaviour.body_bytes:
                 break
-            if index > 1 and config.stream_chunk_ms > 0:
-                await asyncio.sleep(config.stream_chunk_ms / 1000.0)
-            await response.write(event)
+            await response.write(event)  # drains: a client that stops reading stops us
+            sent += behaviour.delta_bytes
+        await response.write(DONE_EVENT)
         await response.write_eof()
         return response
 
@@ -314,6 +381,12 @@ def _parse_chat(raw: bytes, key: str | None) -> tuple[FakeChatRequest, bool, boo
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     chat = FakeChatRequest(key, model, tuple(messages), body)
     return chat, bool(body.get("stream")), include_usage
+
+
+def _event_stream() -> web.StreamResponse:
+    return web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
 
 
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:

@@ -37,11 +37,15 @@ class ProviderRequest:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
+    """One answer. Token counts are ``None`` when the provider reported no usage;
+    ``finish_reason`` is stop / length / content_filter / tool_calls / unknown."""
+
     text: str
     latency_s: float
     ttft_s: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    finish_reason: str = "unknown"
 
 
 class RetryKind(StrEnum):

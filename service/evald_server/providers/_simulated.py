@@ -85,6 +85,7 @@ class SimulatedProvider:
             ttft_s=latency_s * TTFT_SHARE,
             prompt_tokens=sum(len(m.content.split()) for m in request.messages),
             completion_tokens=len(text.split()),
+            finish_reason="stop",
         )
 
     async def aclose(self) -> None:
