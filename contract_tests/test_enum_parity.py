@@ -11,10 +11,11 @@ import pytest
 from google.protobuf.descriptor import EnumDescriptor
 
 from contract_tests._support import evald_enums
-from evald.v1 import enums_pb2, errors_pb2
+from evald.v1 import enums_pb2, errors_pb2, sample_pb2
 from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
+    FinishReason,
     ResultStatus,
     RunState,
     SubtaskState,
@@ -30,6 +31,7 @@ MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (ResultStatus, enums_pb2.ResultStatus.DESCRIPTOR),
     (ErrorCategory, errors_pb2.ErrorCategory.DESCRIPTOR),
     (ErrorReason, errors_pb2.ErrorReason.DESCRIPTOR),
+    (FinishReason, sample_pb2.FinishReason.DESCRIPTOR),
 ]
 # Enums that exist only on the wire: they describe results, not server state.
 PROTO_ONLY = {"evald.v1.IntervalMethod"}

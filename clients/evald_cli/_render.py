@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from evald_client import Dataset, Model, ResultStatus, Run, Sample, TaskResult
+from evald_client import Dataset, FinishReason, Model, ResultStatus, Run, Sample, TaskResult
 
 _STATUS_STYLE = {
     ResultStatus.SUCCESS: "green",
@@ -129,7 +129,7 @@ def results_tables(results: Iterable[TaskResult]) -> list[Table]:
         table.add_column("status")
         for metric in metrics:
             table.add_column(metric, justify="right")
-        for column in ("ok/total", "p50 ms", "p99 ms"):
+        for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms"):
             table.add_column(column, justify="right")
         for r in group:
             profile = r.execution
@@ -138,11 +138,17 @@ def results_tables(results: Iterable[TaskResult]) -> list[Table]:
                 Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")),
                 *(_metric_cell(r, metric) for metric in metrics),
                 f"{profile.samples_succeeded}/{profile.samples_total}",
+                _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}",
                 f"{profile.latency_p99_ms:.0f}",
             )
         tables.append(table)
     return tables
+
+
+def _cut_and_empty(truncated: int, empty: int) -> Text:
+    """Answers cut by max_tokens and empty answers: highlighted, since either skews scores."""
+    return Text(f"{truncated}/{empty}", style="yellow" if truncated or empty else "")
 
 
 def _clip(text: str, width: int = 60) -> str:
@@ -152,7 +158,8 @@ def _clip(text: str, width: int = 60) -> str:
 
 def samples_table(samples: Iterable[Sample]) -> Table:
     table = Table(title="samples")
-    for column in ("task", "model", "record", "state", "output", "expected", "scores", "error"):
+    columns = ("task", "model", "record", "state", "output", "stop", "expected", "scores", "error")
+    for column in columns:
         table.add_column(column)
     for s in samples:
         scores = " ".join(f"{k}={v:.2f}" for k, v in sorted(s.scores.items()))
@@ -163,6 +170,7 @@ def samples_table(samples: Iterable[Sample]) -> Table:
             s.record_id if not s.repeat_index else f"{s.record_id}#{s.repeat_index}",
             s.state.value,
             _clip(s.output, 40),
+            "" if s.finish_reason is FinishReason.UNSPECIFIED else s.finish_reason.value,
             _clip(s.expected, 30),
             scores,
             _clip(error, 60),

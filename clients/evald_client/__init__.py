@@ -16,6 +16,7 @@ from evald_client._channel import TlsConfig
 from evald_client._client import AsyncEvaldClient
 from evald_client._enums import (
     ErrorCategory,
+    FinishReason,
     IntervalMethod,
     ResultStatus,
     RunState,
@@ -107,6 +108,7 @@ __all__ = [
     "ExecutionProfile",
     "FailedPrecondition",
     "FieldViolation",
+    "FinishReason",
     "GenerationParams",
     "GenerationPayload",
     "Heartbeat",

@@ -25,6 +25,7 @@ from evald.v1 import (
 )
 from evald_client._enums import (
     ErrorCategory,
+    FinishReason,
     IntervalMethod,
     ResultStatus,
     RunState,
@@ -322,8 +323,8 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         attempts=message.attempts,
         latency_ms=_optional(message, "latency_ms"),
         ttft_ms=_optional(message, "ttft_ms"),
-        prompt_tokens=message.prompt_tokens,
-        completion_tokens=message.completion_tokens,
+        prompt_tokens=message.prompt_tokens if message.usage_reported else None,
+        completion_tokens=message.completion_tokens if message.usage_reported else None,
         first_error=(
             eval_error_from_proto(message.first_error) if message.HasField("first_error") else None
         ),
@@ -331,6 +332,11 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
             eval_error_from_proto(message.last_error) if message.HasField("last_error") else None
         ),
         finished_time=_time(message, "finished_time"),
+        finish_reason=_enum(
+            FinishReason, sample_pb2.FinishReason, message.finish_reason, "FINISH_REASON_"
+        ),
+        decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
+        truncated_fields={t.field: t.full_bytes for t in message.truncated_fields},
     )
 
 
@@ -420,6 +426,10 @@ def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
         rate_limited=message.rate_limited,
         effective_concurrency=message.effective_concurrency,
         scoring_time_s=_seconds(message.scoring_time),
+        samples_truncated=message.samples_truncated,
+        samples_empty=message.samples_empty,
+        samples_without_usage=message.samples_without_usage,
+        decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
     )
 
 

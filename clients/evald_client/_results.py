@@ -77,6 +77,10 @@ class ExecutionProfile:
     rate_limited: int
     effective_concurrency: float
     scoring_time_s: float
+    samples_truncated: int = 0  # answers cut by max_tokens (finish_reason LENGTH)
+    samples_empty: int = 0
+    samples_without_usage: int = 0  # token counts unknown, left out of the sums
+    decode_tokens_per_second: float | None = None  # per call: tokens / (latency − TTFT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from evald_server.config import GenerationParams
+from evald_server.domain import FinishReason
 from evald_server.providers import ChatMessage, ProviderRequest, chat_url
 from evald_server.providers._openai_wire import (
     AnswerTooLarge,
-    FinishReason,
     MalformedResponse,
     StreamAccumulator,
     error_detail,

@@ -9,10 +9,11 @@ from typing import Any, TypeVar
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
-from evald.v1 import enums_pb2, errors_pb2
+from evald.v1 import enums_pb2, errors_pb2, sample_pb2
 from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
+    FinishReason,
     ResultStatus,
     RunState,
     SubtaskState,
@@ -30,6 +31,7 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     ResultStatus: (enums_pb2.ResultStatus, "RESULT_STATUS_"),
     ErrorCategory: (errors_pb2.ErrorCategory, "ERROR_CATEGORY_"),
     ErrorReason: (errors_pb2.ErrorReason, "ERROR_REASON_"),
+    FinishReason: (sample_pb2.FinishReason, "FINISH_REASON_"),
 }
 
 

@@ -31,7 +31,12 @@ def _profile(profile: ExecutionProfile) -> result_pb2.ExecutionProfile:
         rate_limited=profile.rate_limited,
         effective_concurrency=profile.effective_concurrency,
         scoring_time=duration(profile.scoring_time_s),
+        samples_truncated=profile.samples_truncated,
+        samples_empty=profile.samples_empty,
+        samples_without_usage=profile.samples_without_usage,
     )
+    if profile.decode_tokens_per_second is not None:
+        message.decode_tokens_per_second = profile.decode_tokens_per_second
     if profile.ttft_p50_ms is not None:
         message.ttft_p50_ms = profile.ttft_p50_ms
     if profile.ttft_p99_ms is not None:

@@ -3,6 +3,7 @@
 from evald_server.domain._enums import (
     ErrorCategory,
     ErrorReason,
+    FinishReason,
     ResultStatus,
     RunState,
     SubtaskState,
@@ -32,6 +33,7 @@ __all__ = [
     "EvaldError",
     "FailedPrecondition",
     "FieldViolation",
+    "FinishReason",
     "InvalidArgument",
     "NotFound",
     "OutOfRange",

@@ -84,6 +84,7 @@ async def call_model(
         latency_s=completion.latency_s,
         ttft_s=completion.ttft_s,
         call_time_s=time.perf_counter() - started,
+        finish_reason=completion.finish_reason,
     )
 
 

@@ -70,12 +70,17 @@ class ExecutionProfile:
     ttft_p99_ms: float | None
     prompt_tokens: int
     completion_tokens: int
-    tokens_per_second: float  # completion tokens per second of wall time
+    tokens_per_second: float  # task throughput: completion tokens per second of wall time
     requests: int  # provider calls, retries included
     retries: int
     rate_limited: int
     effective_concurrency: float  # Σ call time / wall time
     scoring_time_s: float
+    # Defaults: results stored before these were counted read back without them.
+    samples_truncated: int = 0  # finish_reason "length": max_tokens cut the answer
+    samples_empty: int = 0
+    samples_without_usage: int = 0  # token counts unknown (left out of the sums)
+    decode_tokens_per_second: float | None = None  # Σ tokens / Σ (latency − TTFT), streamed
 
 
 @dataclass(frozen=True, slots=True)

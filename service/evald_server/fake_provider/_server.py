@@ -91,6 +91,7 @@ class FakeProvider:
         self._started_at = time.monotonic()
         # Streams in progress, for ``interrupt_streams``: set the event to cut one short.
         self._live_streams: set[asyncio.Event] = set()
+        self._cut_short: set[int] = set()  # journal seqs of streams cut by a bare [DONE]
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -194,9 +195,14 @@ class FakeProvider:
             return _error(400, f"invalid request: {exc}")
         entry = self.journal.begin(key, chat.model, stream=stream, client_port=_port(request))
         config = self._config
+        # llama-cpp-python's interrupt_requests: any new request cuts the streams already
+        # accepted (waiting or streaming); this one may be cut by the next in turn.
+        interrupt = asyncio.Event()
         if config.interrupt_streams:
-            for interrupt in self._live_streams:
-                interrupt.set()
+            for other in self._live_streams:
+                other.set()
+            if stream:
+                self._live_streams.add(interrupt)
         behaviour = self._behaviour(request, config, entry)
         try:
             delay_s = config.hang_s if behaviour.kind is Kind.HANG else 0.0
@@ -209,13 +215,18 @@ class FakeProvider:
                 await asyncio.sleep(config.hang_s)  # connection_lost cancels this at once
                 raise ConnectionResetError("reset by the fake")
             response = await self._respond(
-                request, behaviour, config, chat, entry, stream, include_usage
+                request, behaviour, config, chat, entry, stream, include_usage, interrupt
             )
         except (asyncio.CancelledError, ConnectionResetError):
+            self._cut_short.discard(entry.seq)
             if entry.finished_at is None:
                 self.journal.disconnect(entry, behaviour.label)
             raise
-        self.journal.end(entry, behaviour.label, response.status)
+        finally:
+            self._live_streams.discard(interrupt)
+        cut = entry.seq in self._cut_short
+        self._cut_short.discard(entry.seq)
+        self.journal.end(entry, Kind.INTERRUPTED.value if cut else behaviour.label, response.status)
         return response
 
     def _behaviour(
@@ -235,6 +246,7 @@ class FakeProvider:
         entry: JournalEntry,
         stream: bool,
         include_usage: bool,
+        interrupt: asyncio.Event,
     ) -> web.StreamResponse:
         if behaviour.kind is Kind.STATUS:
             headers = retry_headers(
@@ -277,23 +289,21 @@ class FakeProvider:
             include_usage=include_usage and config.send_usage,
             finish_reason=finish_reason,
         )
-        interrupt = asyncio.Event()
-        self._live_streams.add(interrupt)
-        try:
-            for index, event in enumerate(events):
-                if behaviour.kind is Kind.MALFORMED and index == 1:
-                    await response.write(MALFORMED_EVENT)
-                    break
-                if behaviour.kind is Kind.INTERRUPTED and index == behaviour.after_chunks:
-                    interrupt.set()
-                if index > 1 and config.stream_chunk_ms > 0:
-                    await asyncio.sleep(config.stream_chunk_ms / 1000.0)
-                if interrupt.is_set():  # llama-cpp-python: a bare [DONE], no finish_reason
-                    await response.write(DONE_EVENT)
-                    break
-                await response.write(event)
-        finally:
-            self._live_streams.discard(interrupt)
+        for index, event in enumerate(events):
+            if behaviour.kind is Kind.MALFORMED and index == 1:
+                await response.write(MALFORMED_EVENT)
+                break
+            if behaviour.kind is Kind.INTERRUPTED and index == behaviour.after_chunks:
+                interrupt.set()
+            if index > 1 and config.stream_chunk_ms > 0:
+                await asyncio.sleep(config.stream_chunk_ms / 1000.0)
+            # llama-cpp-python sends the role chunk, then a bare [DONE], no finish_reason.
+            cut_at = behaviour.after_chunks if behaviour.kind is Kind.INTERRUPTED else 1
+            if interrupt.is_set() and index >= cut_at:
+                self._cut_short.add(entry.seq)
+                await response.write(DONE_EVENT)
+                break
+            await response.write(event)
         await response.write_eof()
         return response
 

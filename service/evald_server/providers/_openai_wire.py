@@ -9,9 +9,9 @@ and whole messages alike), so a new per-choice field is parsed in one place.
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from evald_server.domain import FinishReason
 from evald_server.providers._base import ProviderRequest
 
 
@@ -53,26 +53,6 @@ def request_body(model_name: str, request: ProviderRequest, *, stream: bool) -> 
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-class FinishReason(StrEnum):
-    """Why the model stopped generating, as stored per sample."""
-
-    STOP = "stop"
-    LENGTH = "length"
-    CONTENT_FILTER = "content_filter"
-    TOOL_CALLS = "tool_calls"
-    UNKNOWN = "unknown"  # absent (non-streamed) or a value outside the four above
-
-    @classmethod
-    def parse(cls, value: object) -> "FinishReason":
-        # The legacy "function_call" is a tool call; anything else unrecognised is unknown.
-        if value == "function_call":
-            return cls.TOOL_CALLS
-        try:
-            return cls(value) if isinstance(value, str) else cls.UNKNOWN
-        except ValueError:
-            return cls.UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,6 +220,7 @@ class SubtaskOutcome:
     error: EvalError | None = None
     next_attempt_at: float | None = None
     rate_limited: bool = False
+    finish_reason: str | None = None  # with an output: why generation stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +296,7 @@ class SubtaskRow:
     updated_at: float = 0.0
     run_id: str = ""
     model_id: str = ""
+    finish_reason: str | None = None
 
     @property
     def subtask_id(self) -> str:
@@ -359,3 +361,8 @@ class ProfileInputs:
     finished_at: float | None
     # (last error reason, count) of the failed_permanent subtasks, most frequent first
     failure_reasons: tuple[tuple[str, int], ...] = ()
+    truncated: int = 0  # succeeded with finish_reason "length"
+    empty: int = 0  # succeeded with an empty answer
+    usage_unknown: int = 0  # succeeded without usage from the provider
+    decode_tokens: int = 0  # completion tokens of streamed calls with usage and a TTFT
+    decode_time_s: float = 0.0  # their latency − TTFT, summed

@@ -149,7 +149,11 @@ _V3 = (
         WHERE state = 'failed'""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+# Version 4: why generation stopped (stop / length / content_filter / tool_calls /
+# unknown), stored with each successful answer.
+_V4 = ("ALTER TABLE subtasks ADD COLUMN finish_reason TEXT",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 LATEST_VERSION = len(MIGRATIONS)
 
 

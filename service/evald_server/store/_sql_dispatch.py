@@ -130,7 +130,7 @@ _UPDATE_OUTCOME = (
     "output = COALESCE(?, output), prompt_tokens = COALESCE(?, prompt_tokens), "
     "completion_tokens = COALESCE(?, completion_tokens), latency_s = COALESCE(?, latency_s), "
     "ttft_s = COALESCE(?, ttft_s), first_error = COALESCE(first_error, ?), "
-    "last_error = COALESCE(?, last_error) "
+    "last_error = COALESCE(?, last_error), finish_reason = COALESCE(?, finish_reason) "
     "WHERE row_id = ?"
 )
 
@@ -193,6 +193,7 @@ def complete(
                     outcome.ttft_s,
                     error,
                     error,
+                    outcome.finish_reason,
                     outcome.row_id,
                 )
             )

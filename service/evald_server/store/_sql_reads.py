@@ -112,7 +112,7 @@ _SUBTASK_COLUMNS = (
     "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
     "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
     "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
-    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id"
+    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason"
 )
 
 
@@ -144,6 +144,7 @@ def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
         updated_at=row[21],
         run_id=row[22],
         model_id=row[23],
+        finish_reason=row[24],
     )
 
 
@@ -231,6 +232,17 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
         "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = ? AND state = 'succeeded'",
         (task_id,),
     ).fetchall()
+    answers = conn.execute(
+        "SELECT COALESCE(SUM(finish_reason = 'length'), 0), "
+        "COALESCE(SUM(COALESCE(output, '') = ''), 0), "
+        "COALESCE(SUM(completion_tokens IS NULL), 0), "
+        "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
+        "THEN completion_tokens END), 0), "
+        "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
+        "AND completion_tokens IS NOT NULL THEN latency_s - ttft_s END), 0) "
+        "FROM subtasks WHERE task_id = ? AND state = 'succeeded'",
+        (task_id,),
+    ).fetchone()
     task = get_task(conn, task_id)
     assert task is not None
     reasons = conn.execute(
@@ -251,6 +263,11 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
         started_at=task.started_at,
         finished_at=task.finished_at,
         failure_reasons=tuple((str(r[0]), int(r[1])) for r in reasons),
+        truncated=int(answers[0]),
+        empty=int(answers[1]),
+        usage_unknown=int(answers[2]),
+        decode_tokens=int(answers[3]),
+        decode_time_s=float(answers[4]),
     )
 
 
