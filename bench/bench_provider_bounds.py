@@ -160,8 +160,9 @@ def main() -> int:
     print(f"{'scenario':<28} {'peak RSS':>9} {'sampled':>8} {'attempts':>8} {'wall':>7}  target")
     for row in rows:
         print(
-            f"{row['scenario']:<28} {row['peak_rss_mb']:>6.1f} MB {row['sampled_peak_rss_mb']:>5.1f} MB"
-            f" {row['attempts']:>8} {row['wall_s']:>6.2f}s  < {TARGET_MB:.0f} MB "
+            f"{row['scenario']:<28} {row['peak_rss_mb']:>6.1f} MB "
+            f"{row['sampled_peak_rss_mb']:>5.1f} MB {row['attempts']:>8} "
+            f"{row['wall_s']:>6.2f}s  < {TARGET_MB:.0f} MB "
             f"{'met' if row['met'] else 'MISSED'}"
         )
         for error in row["errors"]:
