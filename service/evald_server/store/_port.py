@@ -47,6 +47,9 @@ class Store(Protocol):
     owner: str  # this process's claim owner id
 
     async def close(self) -> None: ...
+    def problem(self) -> str | None:
+        """Why the store can no longer be written (e.g. its file was deleted), or None."""
+        ...
 
     # Datasets (immutable once created).
     async def create_dataset(
