@@ -277,6 +277,8 @@ def sample_to_proto(sample: Sample) -> sample_pb2.Sample:
     if sample.finish_reason is not None:
         message.finish_reason = to_proto_enum(FinishReason.parse(sample.finish_reason))
     message.usage_reported = sample.usage_reported
+    for name, full_bytes in sorted(sample.truncated.items()):
+        message.truncated_fields.add(field=name, full_bytes=full_bytes)
     if sample.decode_tokens_per_second is not None:
         message.decode_tokens_per_second = sample.decode_tokens_per_second
     if sample.latency_ms is not None:

@@ -1,7 +1,7 @@
 """The application's objects: what the gRPC servicer converts to and from proto."""
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from evald_server.config import GenerationParams, ModelConfig
@@ -139,6 +139,8 @@ class Sample:
     last_error: EvalError | None
     finished_at: float | None
     finish_reason: str | None = None  # stop / length / content_filter / tool_calls / unknown
+    # Text fields ListSamples cut to fit its page: name → full size in bytes.
+    truncated: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def usage_reported(self) -> bool:

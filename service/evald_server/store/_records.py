@@ -297,6 +297,7 @@ class SubtaskRow:
     run_id: str = ""
     model_id: str = ""
     finish_reason: str | None = None
+    output_bytes: int | None = None  # the full output's size, where the read cut it
 
     @property
     def subtask_id(self) -> str:

@@ -145,6 +145,7 @@ def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
         run_id=row[22],
         model_id=row[23],
         finish_reason=row[24],
+        output_bytes=row[25] if len(row) > 25 else None,
     )
 
 
@@ -166,13 +167,15 @@ def run_subtasks(
     states: Sequence[SubtaskState],
     after_row: int,
     limit: int,
+    output_chars: int | None = None,
 ) -> list[SubtaskRow]:
-    """One page of a run's subtasks, optionally of one task, in run order."""
+    """One page of a run's subtasks, optionally of one task, in run order; with
+    ``output_chars``, each output cut to that many characters inside SQLite (a huge
+    answer never leaves the database whole) and its full byte size read beside it."""
+    where, params = "s.run_id = ?", [run_id]
     if task_id is not None:
-        return _subtasks(
-            conn, "s.run_id = ? AND s.task_id = ?", [run_id, task_id], states, after_row, limit
-        )
-    return _subtasks(conn, "s.run_id = ?", [run_id], states, after_row, limit)
+        where, params = "s.run_id = ? AND s.task_id = ?", [run_id, task_id]
+    return _subtasks(conn, where, params, states, after_row, limit, output_chars)
 
 
 def _subtasks(
@@ -182,9 +185,15 @@ def _subtasks(
     states: Sequence[SubtaskState],
     after_row: int,
     limit: int,
+    output_chars: int | None = None,
 ) -> list[SubtaskRow]:
+    columns = _SUBTASK_COLUMNS
+    if output_chars is not None:
+        cut = f"substr(s.output, 1, {int(output_chars)})"
+        columns = columns.replace("s.output,", f"{cut},", 1)
+        columns += ", length(CAST(s.output AS BLOB))"
     sql = (
-        f"SELECT {_SUBTASK_COLUMNS} FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+        f"SELECT {columns} FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
         f"WHERE {where} AND s.row_id > ?"
     )

@@ -273,8 +273,12 @@ class SqliteStore:
         states: Sequence[SubtaskState],
         after_row: int,
         limit: int,
+        *,
+        output_chars: int | None = None,
     ) -> list[SubtaskRow]:
-        return await self._read(reads.run_subtasks, run_id, task_id, states, after_row, limit)
+        return await self._read(
+            reads.run_subtasks, run_id, task_id, states, after_row, limit, output_chars
+        )
 
     async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
         return await self._read(reads.task_outputs, task_id, after_row, limit)
