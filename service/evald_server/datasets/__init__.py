@@ -11,12 +11,16 @@ from evald_server.datasets._prompts import (
     validate_template,
 )
 from evald_server.datasets._references import expected_text, gold_entities, simulator_reference
+from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
 
 __all__ = [
     "PLACEHOLDERS",
+    "CompiledRegex",
     "DatasetRecord",
+    "InvalidRegex",
     "ParsedDataset",
     "bio_entities",
+    "compile_regex",
     "expected_text",
     "gold_entities",
     "last_number",
