@@ -58,7 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     upload = dataset_commands.add_parser("upload", parents=conn, help="upload a JSONL file")
     upload.add_argument("file", metavar="FILE")
     upload.add_argument("--name", required=True)
-    upload.add_argument("--version", required=True, help="version label, e.g. 1.0")
+    upload.add_argument(
+        "--version",
+        required=True,
+        help="semantic version MAJOR.MINOR.PATCH, e.g. 1.0.0 (1.0 is refused)",
+    )
     upload.add_argument("--task-type", required=True, choices=_TASK_TYPES)
     upload.add_argument("--prompt-template", help="template records are rendered with")
     upload.add_argument("--request-id", help="idempotency key")

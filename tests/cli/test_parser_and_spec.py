@@ -198,3 +198,11 @@ def test_a_bad_spec_exits_1_with_one_line_before_contacting_anyone(
 def test_a_missing_spec_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["submit", str(tmp_path / "nope.toml"), "--server", "127.0.0.1:1"]) == 1
     assert capsys.readouterr().err.endswith("nope.toml: no such file\n")
+
+
+def test_upload_help_asks_for_a_semantic_version(capsys: pytest.CaptureFixture[str]) -> None:
+    # It suggested "--version 1.0", which the server refuses.
+    assert main(["datasets", "upload", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "semantic version MAJOR.MINOR.PATCH, e.g. 1.0.0" in text
+    assert "e.g. 1.0 " not in text.replace("e.g. 1.0.0", "")

@@ -128,3 +128,35 @@ async def test_streamed_usage_gives_a_per_call_decode_rate(tmp_path: Path) -> No
     assert profile.decode_tokens_per_second > 0
     # 6 tokens per answer arrive ~5 ms apart: well under 1,000 tokens/s per call.
     assert profile.decode_tokens_per_second < 1000
+
+
+@pytest.mark.parametrize(
+    ("task_type", "record", "libraries"),
+    [
+        (
+            "summarization",
+            {"document": "The cat sat on the mat. It slept.", "summary": "A cat slept."},
+            {"numpy", "rouge-score", "nltk"},
+        ),
+        ("generation", {"input": "Say a", "reference": "a+", "match": "regex"}, {"google-re2"}),
+        ("classification", {"input": "x", "label": "a", "choices": ["a", "b"]}, {"numpy"}),
+    ],
+)
+async def test_results_name_their_dataset_and_the_scorer_libraries(
+    tmp_path: Path, task_type: str, record: dict[str, Any], libraries: set[str]
+) -> None:
+    config = parse_config(config_data(tmp_path))  # simulated models
+    async with running_server(config) as address, AsyncEvaldClient(address) as client:
+        records = [{"id": f"r{i}", **record} for i in range(3)]
+        dataset = await client.upload_dataset(
+            name="d", version="1.0.0", task_type=task_type, records=records
+        )
+        run = await client.create_run(models=["sim-good"], datasets=[("d", "1.0.0")])
+        with anyio.fail_after(60):
+            await client.wait(run.run_id)
+        (result,) = await client.results(run.run_id)
+    assert dataset.dataset_id
+    assert result.benchmark.dataset_id == dataset.dataset_id
+    dependencies = result.provenance.dependencies
+    assert libraries <= set(dependencies), dependencies
+    assert all(v and v != "not installed" for v in dependencies.values()), dependencies

@@ -9,7 +9,7 @@ ListSamples), so a report read back has an empty ``sample_scores``.
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evald_server.config import GenerationParams
@@ -51,6 +51,7 @@ class BenchmarkRef:
     benchmark_version: str
     content_sha256: str
     record_count: int
+    dataset_id: str = ""  # "" only in results stored before it was recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,7 @@ class Provenance:
     python_version: str
     platform: str
     bootstrap_seed: int
+    dependencies: dict[str, str] = field(default_factory=dict)  # library → version
 
 
 @dataclass(frozen=True, slots=True)

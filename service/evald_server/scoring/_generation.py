@@ -82,6 +82,7 @@ class _Matcher:
 class GenerationScorer(BaseScorer):
     name = "generation"
     version = "1.1.0"  # 1.1: regex references matched by RE2
+    libraries = ("numpy", "google-re2")
     task_type = TaskType.GENERATION
     primary_metric = "correct"
 
