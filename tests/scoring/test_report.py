@@ -47,6 +47,7 @@ def test_public_surface() -> None:
         "WorstExample",
         "read_samples",
         "score_task",
+        "scorer_dependencies",
         "scorer_for",
     ]
     for name in scoring.__all__:
