@@ -173,3 +173,11 @@ def test_retry_after_ms_rides_on_every_retryable_status(status: int) -> None:
 )
 def test_negative_and_zero_retry_after(headers: dict[str, str], expected: float) -> None:
     assert parse_retry_after(headers, now=0.0) == expected
+
+
+def test_the_jittered_delay_is_base_times_one_plus_a_uniform_draw() -> None:
+    policy = RetryPolicy(backoff_s=(10.0, 40.0), jitter=0.3)
+    rng, reference = random.Random(21), random.Random(21)
+    for attempt, base in ((1, 10.0), (2, 40.0), (3, 40.0)):
+        expected = base * (1.0 + reference.uniform(-0.3, 0.3))
+        assert policy.delay_s(attempt, RetryDecision(RetryKind.TRANSIENT), rng) == expected

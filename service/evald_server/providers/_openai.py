@@ -220,6 +220,13 @@ class OpenAIProvider:
             return timeout_failure(self._timeout_s, latency_s=latency_s)
         if isinstance(exc, aiohttp.ClientResponseError):
             return bad_response_failure(self._describe(exc), latency_s=latency_s)
+        if isinstance(exc, aiohttp.ClientConnectorError):  # nothing listens, DNS, unreachable
+            errno = exc.os_error.errno
+            cause = os.strerror(errno) if errno else self._scrub(str(exc.os_error))
+            return connection_failure(
+                f"cannot connect to {self._url} (model {self._model_id}): {cause}",
+                latency_s=latency_s,
+            )
         # ClientConnectionError, ClientPayloadError (body cut short), OSError, the rest.
         return connection_failure(self._describe(exc), latency_s=latency_s)
 
