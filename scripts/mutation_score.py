@@ -1,6 +1,7 @@
 """A small AST mutation run: how many single-point mutants of a module its tests kill.
 
     python scripts/mutation_score.py MODULE_PATH TEST [TEST ...] [--timeout 60] [--list]
+        [-- PYTEST_OPTION ...]     # e.g. -- -k "not end_to_end"
 
 Each mutant changes one thing: a comparison operator (``<`` ↔ ``<=``, ``==`` ↔ ``!=``,
 ``in`` ↔ ``not in``, ``is`` ↔ ``is not``), an arithmetic operator (``+`` ↔ ``-``,
@@ -138,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tests", nargs="+", help="pytest paths or node ids to run")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    argv = sys.argv[1:] if argv is None else argv
+    extra: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, extra = argv[:at], argv[at + 1 :]
     args = parser.parse_args(argv)
     module = args.module.resolve()
     relative = module.relative_to(SERVICE)
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{mutant.index:4} line {mutant.line:4}: {mutant.description}")
         return 0
     survivors: list[Mutant] = []
-    with tempfile.TemporaryDirectory(prefix="evald-mutants-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mutation-overlay-") as tmp:
         overlay = Path(tmp) / "service"
         shutil.copytree(SERVICE, overlay, ignore=shutil.ignore_patterns("__pycache__"))
         target = overlay / relative
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
             try:
                 done = subprocess.run(
-                    [*command, *args.tests],
+                    [*command, *extra, *args.tests],
                     cwd=ROOT,
                     env=env,
                     capture_output=True,

@@ -307,6 +307,11 @@ def _result_status(value: int) -> ResultStatus:
     return _enum(ResultStatus, enums_pb2.ResultStatus, value, "RESULT_STATUS_")
 
 
+def _usage_known(message: sample_pb2.Sample) -> bool:
+    # Servers before contract 1.1 never set usage_reported: their non-zero counts are real.
+    return message.usage_reported or bool(message.prompt_tokens or message.completion_tokens)
+
+
 def sample_from_proto(message: sample_pb2.Sample) -> Sample:
     return Sample(
         subtask_id=message.subtask_id,
@@ -323,8 +328,8 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         attempts=message.attempts,
         latency_ms=_optional(message, "latency_ms"),
         ttft_ms=_optional(message, "ttft_ms"),
-        prompt_tokens=message.prompt_tokens if message.usage_reported else None,
-        completion_tokens=message.completion_tokens if message.usage_reported else None,
+        prompt_tokens=message.prompt_tokens if _usage_known(message) else None,
+        completion_tokens=message.completion_tokens if _usage_known(message) else None,
         first_error=(
             eval_error_from_proto(message.first_error) if message.HasField("first_error") else None
         ),
