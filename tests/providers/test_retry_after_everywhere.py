@@ -4,6 +4,7 @@ The boundaries of the status table and of every ``RetryPolicy`` range are pinned
 with the documented default policy (3 retries, 5/30/120 s, ±50 %, 600 s cap).
 """
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -181,3 +182,10 @@ def test_the_jittered_delay_is_base_times_one_plus_a_uniform_draw() -> None:
     for attempt, base in ((1, 10.0), (2, 40.0), (3, 40.0)):
         expected = base * (1.0 + reference.uniform(-0.3, 0.3))
         assert policy.delay_s(attempt, RetryDecision(RetryKind.TRANSIENT), rng) == expected
+
+
+def test_a_policy_is_a_frozen_value() -> None:
+    policy = RetryPolicy()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.max_retries = 5  # type: ignore[misc]
+    assert not hasattr(policy, "__dict__")  # slots: no stray attributes either
