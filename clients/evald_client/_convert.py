@@ -411,6 +411,8 @@ def _interval(message: result_pb2.MetricUncertainty, field: str) -> MetricInterv
 
 
 def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
+    # Every answer without usage: the token figures are unknown, not zero.
+    usage_unknown = 0 < message.samples_succeeded <= message.samples_without_usage
     return ExecutionProfile(
         samples_total=message.samples_total,
         samples_succeeded=message.samples_succeeded,
@@ -423,9 +425,9 @@ def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
         latency_p99_ms=message.latency_p99_ms,
         ttft_p50_ms=_optional(message, "ttft_p50_ms"),
         ttft_p99_ms=_optional(message, "ttft_p99_ms"),
-        prompt_tokens=message.prompt_tokens,
-        completion_tokens=message.completion_tokens,
-        tokens_per_second=message.tokens_per_second,
+        prompt_tokens=None if usage_unknown else message.prompt_tokens,
+        completion_tokens=None if usage_unknown else message.completion_tokens,
+        tokens_per_second=None if usage_unknown else message.tokens_per_second,
         requests=message.requests,
         retries=message.retries,
         rate_limited=message.rate_limited,

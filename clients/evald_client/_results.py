@@ -69,9 +69,10 @@ class ExecutionProfile:
     latency_p99_ms: float
     ttft_p50_ms: float | None
     ttft_p99_ms: float | None
-    prompt_tokens: int
-    completion_tokens: int
-    tokens_per_second: float
+    # None: no successful sample had usage from its provider (unknown, not 0).
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    tokens_per_second: float | None  # task throughput: completion tokens / wall time
     requests: int
     retries: int
     rate_limited: int

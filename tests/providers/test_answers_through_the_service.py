@@ -110,6 +110,8 @@ async def test_unknown_usage_is_not_reported_as_zero(tmp_path: Path) -> None:
     profile = result.execution
     assert profile.samples_without_usage == len(RECORDS)
     assert profile.decode_tokens_per_second is None
+    assert (profile.prompt_tokens, profile.completion_tokens) == (None, None)
+    assert profile.tokens_per_second is None
 
 
 async def test_streamed_usage_gives_a_per_call_decode_rate(tmp_path: Path) -> None:
@@ -124,6 +126,9 @@ async def test_streamed_usage_gives_a_per_call_decode_rate(tmp_path: Path) -> No
         assert sample.decode_tokens_per_second == pytest.approx(expected)
     profile = result.execution
     assert profile.samples_without_usage == 0
+    assert profile.completion_tokens == sum(s.completion_tokens or 0 for s in samples)
+    assert profile.tokens_per_second is not None
+    assert profile.tokens_per_second > 0
     assert profile.decode_tokens_per_second is not None
     assert profile.decode_tokens_per_second > 0
     # 6 tokens per answer arrive ~5 ms apart: well under 1,000 tokens/s per call.

@@ -138,7 +138,10 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None 
     try:
         await _serve_until_signal(config, server, health_servicer, address, on_ready)
     except BaseExceptionGroup as group:
-        raise _operator_error(group) from group
+        error = _operator_error(group)
+        if error is group:
+            raise
+        raise error from group
 
 
 def _operator_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
