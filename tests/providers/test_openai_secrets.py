@@ -114,3 +114,24 @@ async def test_echoed_key_fragments_are_scrubbed_in_any_case_before_cutting(
     for piece in (s[i : i + 8].lower() for s in secrets for i in range(len(s) - 7)):
         for text_shown in shown:
             assert piece not in text_shown.lower(), (piece, text_shown)
+
+
+async def test_credentials_in_the_base_url_are_not_shown_in_errors() -> None:
+    async with FakeProvider() as gone:
+        port = gone.base_url.rsplit(":", 1)[1]
+    model = ModelConfig(
+        id="m1",
+        provider="openai",
+        base_url=f"http://operator:sekret-pass-0123@127.0.0.1:{port}",
+        timeout_s=5.0,
+    )
+    provider = build_provider(model)
+    try:
+        with pytest.raises(ProviderFailure) as caught:
+            await provider.complete(make_request("k"))
+    finally:
+        await provider.aclose()
+    assert caught.value.reason is ErrorReason.PROVIDER_CONNECTION_ERROR
+    assert f"http://127.0.0.1:{port}/v1/chat/completions" in caught.value.message
+    assert "sekret" not in caught.value.message
+    assert "operator" not in caught.value.message

@@ -21,6 +21,7 @@ Hitting a cap is PROVIDER_BAD_RESPONSE naming the cap.
 import logging
 import os
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
@@ -224,7 +225,8 @@ class OpenAIProvider:
             errno = exc.os_error.errno
             cause = os.strerror(errno) if errno else self._scrub(str(exc.os_error))
             return connection_failure(
-                f"cannot connect to {self._url} (model {self._model_id}): {cause}",
+                f"cannot connect to {_without_userinfo(self._url)} "
+                f"(model {self._model_id}): {cause}",
                 latency_s=latency_s,
             )
         # ClientConnectionError, ClientPayloadError (body cut short), OSError, the rest.
@@ -245,6 +247,17 @@ def _read_key(model: ModelConfig) -> _Secret | None:
             f"{model.api_key_env!r} is not set or empty"
         )
     return _Secret(value.strip())
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL as shown in errors: a ``user:password@`` in it is the operator's secret."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def _read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
