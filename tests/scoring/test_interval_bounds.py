@@ -14,7 +14,13 @@ import pytest
 
 from evald_server.domain import TaskType
 from evald_server.scoring import IntervalMethod, score_task
-from evald_server.scoring._intervals import percentile_interval, wilson_interval
+from evald_server.scoring._intervals import (
+    GroupedSums,
+    bootstrap_distribution,
+    percentile_interval,
+    record_units,
+    wilson_interval,
+)
 from tests.scoring._factories import make_sample, samples_of
 
 RESAMPLES = 1000
@@ -107,3 +113,46 @@ def test_wilson_by_its_formula() -> None:
         interval = wilson_interval(successes, n)
         assert interval.lower == pytest.approx(center - half, rel=1e-12)
         assert interval.upper == pytest.approx(center + half, rel=1e-12)
+
+
+def test_wilson_bounds_stay_within_zero_and_one_despite_rounding() -> None:
+    # At p = 1 (or 0) the raw bound overshoots 1 (or 0) by an ulp for many n.
+    for n in range(1, 200):
+        assert wilson_interval(n, n).upper == 1.0
+        assert wilson_interval(0, n).lower == 0.0
+        assert wilson_interval(n, n).lower <= 1.0
+        assert wilson_interval(0, n).upper >= 0.0
+
+
+def test_a_large_task_draws_exactly_the_requested_resamples_in_chunks() -> None:
+    # 5,000 samples: the draws come in several chunks (the cell bound), the last smaller.
+    units, n_units = record_units([f"r{i}" for i in range(5000)])
+    values = np.arange(5000, dtype=np.float64) % 2
+
+    def mean(weights: np.ndarray) -> dict[str, np.ndarray]:
+        return {"m": weights @ values / 5000}
+
+    distribution = bootstrap_distribution(units, n_units, mean, seed=1, resamples=RESAMPLES)
+    assert distribution["m"].shape == (RESAMPLES,)
+    assert 0.45 < float(np.median(distribution["m"])) < 0.55
+
+
+def test_grouped_sums_agree_on_the_dense_and_the_segmented_path() -> None:
+    rng = np.random.default_rng(4)
+    weights = rng.integers(0, 3, size=(5, 6)).astype(np.float64)
+    values = rng.random(6)
+    groups = np.array([0, 2, -1, 2, 1, 0], dtype=np.intp)
+    dense = GroupedSums(groups, 3, values)(weights)
+    expected = np.zeros((5, 3))
+    for i, g in enumerate(groups):
+        if g >= 0:
+            expected[:, g] += weights[:, i] * values[i]
+    np.testing.assert_allclose(dense, expected)
+    # Many groups take the segmented path; one kept sample is enough to use it.
+    many = 1_500_000  # 3 samples × 1.5 M groups is over the dense path's cell bound
+    one = np.array([-1, 7, -1], dtype=np.intp)
+    row = np.array([[2.0, 3.0, 1.0]])
+    sums = GroupedSums(one, many, np.array([1.0, 2.5, 3.0]))(row)
+    assert sums.shape == (1, many)
+    assert sums[0, 7] == 7.5
+    assert float(sums.sum()) == 7.5
