@@ -65,3 +65,11 @@ def test_parsed_records_are_frozen_values() -> None:
         parsed.content_sha256 = ""  # type: ignore[misc]
     assert not hasattr(record, "__dict__")
     assert not hasattr(parsed, "__dict__")
+
+
+def test_the_hash_sorts_keys_whatever_order_the_schema_has() -> None:
+    # QA's schema order (question, answers) is not sorted: the canonical form is.
+    body = b'{"question": "q?", "answers": ["a", "b"], "id": "x"}'
+    parsed = parse_jsonl(TaskType.QA, [body], **LIMITS)
+    canonical = b'{"answers":["a","b"],"id":"x","question":"q?"}\n'
+    assert parsed.content_sha256 == hashlib.sha256(canonical).hexdigest()
