@@ -11,12 +11,13 @@ import pytest
 from google.protobuf.descriptor import EnumDescriptor
 
 from contract_tests._support import evald_enums
-from evald.v1 import comparison_pb2, enums_pb2, errors_pb2
+from evald.v1 import comparison_pb2, enums_pb2, errors_pb2, sample_pb2
 from evald_server.comparison import PairedTest, TaskPairing
 from evald_server.domain import (
     ChoiceScoring,
     ErrorCategory,
     ErrorReason,
+    FinishReason,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -37,6 +38,7 @@ MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (TaskPairing, comparison_pb2.TaskPairing.DESCRIPTOR),
     (ShotFormat, enums_pb2.ShotFormat.DESCRIPTOR),
     (ChoiceScoring, enums_pb2.ChoiceScoring.DESCRIPTOR),
+    (FinishReason, sample_pb2.FinishReason.DESCRIPTOR),
 ]
 # Enums that exist only on the wire: they describe results, not server state.
 PROTO_ONLY = {"evald.v1.IntervalMethod"}

@@ -96,7 +96,7 @@ COMPATIBLE_EDITS: dict[str, list[Edit]] = {
             "  google.protobuf.Duration scoring_time = 19;\n",
             "  google.protobuf.Duration scoring_time = 19;\n"
             "  // Responses served from a cache instead of the provider.\n"
-            "  int64 cached_responses = 20;\n",
+            "  int64 cached_responses = 999;\n",
         )
     ],
 }

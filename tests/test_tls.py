@@ -7,10 +7,12 @@ Debian image), signed by a throwaway CA, valid for 127.0.0.1 only.
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from evald_client import AsyncEvaldClient, TlsConfig, Unavailable
-from evald_server.config import ServerConfig, parse_config
+from evald_server.api import serve
+from evald_server.config import ConfigError, ServerConfig, parse_config
 from tests.harness import config_data, running_server
 
 pytestmark = pytest.mark.anyio
@@ -75,3 +77,28 @@ async def test_client_certificate_is_required_when_a_client_ca_is_set(
         async with AsyncEvaldClient(address, tls=anonymous, timeout_s=5) as client:
             with pytest.raises(Unavailable):
                 await client.list_models()
+
+
+@pytest.mark.parametrize(
+    ("cert", "key", "says"),
+    [
+        (
+            "server.pem",
+            "client.key",
+            r"server.tls_cert / server.tls_key: the private key does not belong to the "
+            r"certificate \(KEY_VALUES_MISMATCH\)",
+        ),
+        ("garbage.pem", "server.key", r"server.tls_cert / server.tls_key: not a PEM certificate"),
+        ("missing.pem", "server.key", r"server.tls_cert: cannot read .*missing.pem"),
+        ("server.pem", "missing.key", r"server.tls_key: cannot read .*missing.key"),
+    ],
+)
+async def test_a_bad_certificate_or_key_names_the_setting_and_the_cause(
+    tmp_path: Path, pki: Path, cert: str, key: str, says: str
+) -> None:
+    (pki / "garbage.pem").write_text("not a certificate\n")
+    data = config_data(tmp_path)
+    data["server"].update(tls_cert=str(pki / cert), tls_key=str(pki / key))
+    with anyio.fail_after(30), pytest.raises(ConfigError, match=says) as caught:
+        await serve(parse_config(data))
+    assert "cannot bind" not in str(caught.value)

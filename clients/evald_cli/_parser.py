@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     upload.add_argument("file", metavar="FILE")
     upload.add_argument("--name", required=True)
     upload.add_argument(
-        "--version", required=True, help="the benchmark version, a semantic version, e.g. 1.0.0"
+        "--version",
+        required=True,
+        help="semantic version MAJOR.MINOR.PATCH, e.g. 1.0.0 (1.0 is refused)",
     )
     upload.add_argument("--task-type", required=True, choices=_TASK_TYPES)
     upload.add_argument("--prompt-template", help="template records are rendered with")

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from evald_client import (
     Dataset,
+    FinishReason,
     MetricComparison,
     Model,
     ResultStatus,
@@ -147,7 +148,7 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
         table.add_column("status")
         for metric in metrics:
             table.add_column(metric, justify="right")
-        for column in ("ok/total", "p50 ms", "p99 ms"):
+        for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms"):
             table.add_column(column, justify="right")
         for r in group:
             profile = r.execution
@@ -158,11 +159,17 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")),
                 *(_metric_cell(r, metric, deltas or {}) for metric in metrics),
                 f"{profile.samples_succeeded}/{profile.samples_total}",
+                _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}" if measured else "",
                 f"{profile.latency_p99_ms:.0f}" if measured else "",
             )
         tables.append(table)
     return tables
+
+
+def _cut_and_empty(truncated: int, empty: int) -> Text:
+    """Answers cut by max_tokens and empty answers: highlighted, since either skews scores."""
+    return Text(f"{truncated}/{empty}", style="yellow" if truncated or empty else "")
 
 
 def _clip(text: str, width: int = 60) -> str:
@@ -186,8 +193,10 @@ def _sample_error(sample: Sample) -> Text:
 def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> Table:
     """One row per sample; ``task_labels`` names each task as ``--task`` accepts it."""
     table = Table(title="samples")
-    for column in ("task", "record", "state", "output", "expected", "scores", "error"):
-        table.add_column(column)
+    columns = ("task", "record", "state", "output", "stop", "expected", "scores", "error")
+    for column in columns:
+        # What --task and --failed users copy stays whole; free text wraps.
+        table.add_column(column, no_wrap=column in ("task", "record", "state", "stop"))
     for s in samples:
         scores = " ".join(f"{k}={v:.2f}" for k, v in sorted(s.scores.items()))
         state = s.state.value
@@ -198,6 +207,7 @@ def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> 
             s.record_id if not s.repeat_index else f"{s.record_id}#{s.repeat_index}",
             state,
             _clip(s.output, 40),
+            "" if s.finish_reason is FinishReason.UNSPECIFIED else s.finish_reason.value,
             _clip(s.expected, 30),
             scores,
             _sample_error(s),

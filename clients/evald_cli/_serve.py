@@ -22,6 +22,7 @@ def serve(config_path: Path) -> int:
     try:
         from evald_server.api import serve as serve_api
         from evald_server.config import ConfigError, load_config
+        from evald_server.store import StoreError
     except ImportError as exc:  # a client-only installation
         raise CliError(f"evald serve needs the evald server package: {exc}") from exc
     try:
@@ -43,5 +44,7 @@ def serve(config_path: Path) -> int:
         anyio.run(functools.partial(serve_api, config, on_ready=on_ready), backend="asyncio")
     except ConfigError as exc:  # e.g. the listen address cannot be bound
         raise CliError(f"config: {exc}") from exc
+    except StoreError as exc:  # locked by another server, read-only, lost while serving
+        raise CliError(f"store: {exc}") from exc
     sys.stdout.flush()
     return 0

@@ -4,7 +4,7 @@ Example (TOML)::
 
     name = "nightly"
     models = ["sim-large", "sim-small"]
-    datasets = [{ name = "sentiment", version = "1.0" }, "reading_qa@1.0"]
+    datasets = [{ name = "sentiment", version = "1.0.0" }, "reading_qa@1.0.0"]
     max_concurrency = 8
     repeat = 1
     choice_scoring = "text"         # multiple-choice datasets: "text" or "logprobs"

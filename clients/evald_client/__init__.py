@@ -26,6 +26,7 @@ from evald_client._comparison import (
 from evald_client._enums import (
     ChoiceScoring,
     ErrorCategory,
+    FinishReason,
     IntervalMethod,
     ResultStatus,
     RunState,
@@ -128,6 +129,7 @@ __all__ = [
     "ExtractionRuleCount",
     "FailedPrecondition",
     "FieldViolation",
+    "FinishReason",
     "GenerationParams",
     "GenerationPayload",
     "Heartbeat",

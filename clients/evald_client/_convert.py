@@ -26,6 +26,7 @@ from evald.v1 import (
 from evald_client._enums import (
     ChoiceScoring,
     ErrorCategory,
+    FinishReason,
     IntervalMethod,
     ResultStatus,
     RunState,
@@ -390,6 +391,11 @@ def _result_status(value: int) -> ResultStatus:
     return _enum(ResultStatus, enums_pb2.ResultStatus, value, "RESULT_STATUS_")
 
 
+def _usage_known(message: sample_pb2.Sample) -> bool:
+    # Servers before contract 1.1 never set usage_reported: their non-zero counts are real.
+    return message.usage_reported or bool(message.prompt_tokens or message.completion_tokens)
+
+
 def sample_from_proto(message: sample_pb2.Sample) -> Sample:
     return Sample(
         subtask_id=message.subtask_id,
@@ -406,8 +412,8 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         attempts=message.attempts,
         latency_ms=_optional(message, "latency_ms"),
         ttft_ms=_optional(message, "ttft_ms"),
-        prompt_tokens=message.prompt_tokens,
-        completion_tokens=message.completion_tokens,
+        prompt_tokens=message.prompt_tokens if _usage_known(message) else None,
+        completion_tokens=message.completion_tokens if _usage_known(message) else None,
         first_error=(
             eval_error_from_proto(message.first_error) if message.HasField("first_error") else None
         ),
@@ -415,6 +421,11 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
             eval_error_from_proto(message.last_error) if message.HasField("last_error") else None
         ),
         finished_time=_time(message, "finished_time"),
+        finish_reason=_enum(
+            FinishReason, sample_pb2.FinishReason, message.finish_reason, "FINISH_REASON_"
+        ),
+        decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
+        truncated_fields={t.field: t.full_bytes for t in message.truncated_fields},
     )
 
 
@@ -484,6 +495,8 @@ def _interval(message: result_pb2.MetricUncertainty, field: str) -> MetricInterv
 
 
 def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
+    # Every answer without usage: the token figures are unknown, not zero.
+    usage_unknown = 0 < message.samples_succeeded <= message.samples_without_usage
     return ExecutionProfile(
         samples_total=message.samples_total,
         samples_succeeded=message.samples_succeeded,
@@ -496,14 +509,18 @@ def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
         latency_p99_ms=message.latency_p99_ms,
         ttft_p50_ms=_optional(message, "ttft_p50_ms"),
         ttft_p99_ms=_optional(message, "ttft_p99_ms"),
-        prompt_tokens=message.prompt_tokens,
-        completion_tokens=message.completion_tokens,
-        tokens_per_second=message.tokens_per_second,
+        prompt_tokens=None if usage_unknown else message.prompt_tokens,
+        completion_tokens=None if usage_unknown else message.completion_tokens,
+        tokens_per_second=None if usage_unknown else message.tokens_per_second,
         requests=message.requests,
         retries=message.retries,
         rate_limited=message.rate_limited,
         effective_concurrency=message.effective_concurrency,
         scoring_time_s=_seconds(message.scoring_time),
+        samples_truncated=message.samples_truncated,
+        samples_empty=message.samples_empty,
+        samples_without_usage=message.samples_without_usage,
+        decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
     )
 
 

@@ -97,6 +97,20 @@ class SubtaskState(StrEnum):
     CANCELLED = "cancelled"
 
 
+class FinishReason(StrEnum):
+    """Why the model stopped generating a successful answer; ``LENGTH``: max_tokens cut it.
+
+    ``UNSPECIFIED`` before a success, and for answers stored before evald recorded it.
+    """
+
+    UNSPECIFIED = "unspecified"
+    STOP = "stop"
+    LENGTH = "length"
+    CONTENT_FILTER = "content_filter"
+    TOOL_CALLS = "tool_calls"
+    UNKNOWN = "unknown"
+
+
 class ResultStatus(StrEnum):
     """The status of a task's result."""
 

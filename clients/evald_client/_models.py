@@ -11,6 +11,7 @@ from datetime import datetime
 from evald_client._enums import (
     ChoiceScoring,
     ErrorCategory,
+    FinishReason,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -231,8 +232,12 @@ class Sample:
     attempts: int
     latency_ms: float | None
     ttft_ms: float | None
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None: the provider reported no usage (unknown, not 0)
+    completion_tokens: int | None
     first_error: EvalError | None
     last_error: EvalError | None
     finished_time: datetime | None
+    finish_reason: FinishReason = FinishReason.UNSPECIFIED
+    decode_tokens_per_second: float | None = None  # completion tokens / (latency − TTFT)
+    # Fields ListSamples cut to fit its page: name → full size in bytes.
+    truncated_fields: Mapping[str, int] = field(default_factory=dict)

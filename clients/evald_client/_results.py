@@ -69,14 +69,19 @@ class ExecutionProfile:
     latency_p99_ms: float
     ttft_p50_ms: float | None
     ttft_p99_ms: float | None
-    prompt_tokens: int
-    completion_tokens: int
-    tokens_per_second: float
+    # None: no successful sample had usage from its provider (unknown, not 0).
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    tokens_per_second: float | None  # task throughput: completion tokens / wall time
     requests: int
     retries: int
     rate_limited: int
     effective_concurrency: float
     scoring_time_s: float
+    samples_truncated: int = 0  # answers cut by max_tokens (finish_reason LENGTH)
+    samples_empty: int = 0
+    samples_without_usage: int = 0  # token counts unknown, left out of the sums
+    decode_tokens_per_second: float | None = None  # per call: tokens / (latency − TTFT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -65,6 +65,9 @@ class ModelConfig(_Section):
     max_concurrency: Annotated[int, Field(ge=1, le=10_000)] = 16
     timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
     stream: bool = False
+    # Bounds on what the provider may send back (see README, "Provider limits").
+    max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
+    max_answer_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1024 * 1024
     params: GenerationParams = GenerationParams()
     simulator: SimulatorSettings = SimulatorSettings()
 

@@ -324,7 +324,7 @@ async def test_logprob_scoring_reads_the_letter_tokens_and_counts_fallbacks(tmp_
 
     def answer(chat: FakeChatRequest) -> str:
         bodies.append(chat.body)
-        return "Answer: D"
+        return "D"  # one token: log-probability scoring asks for max_tokens = 1
 
     def alternatives(chat: FakeChatRequest, text: str) -> list[tuple[str, float]]:
         asked = _QUESTION.findall(str(chat.messages[-1]["content"]))
@@ -364,11 +364,11 @@ async def test_logprob_scoring_reads_the_letter_tokens_and_counts_fallbacks(tmp_
     payload = mc.payload
     assert isinstance(payload, MultipleChoicePayload)
     assert (payload.logprob_scored, payload.logprob_fallbacks) == (4, 4)
-    # Even records by their gold letter's token; odd ones fall back to "Answer: D".
+    # Even records by their gold letter's token; odd ones fall back to the answer "D".
     assert mc.metrics["accuracy"] == 6 / 8
     assert {r.rule: r.samples for r in payload.extraction_rules} == {
         "logprobs": 4,
-        "answer_colon": 4,
+        "bare_letter": 4,
     }
     for number in range(8):
         sample = samples[f"mc{number}"]
@@ -382,7 +382,7 @@ async def test_logprob_scoring_reads_the_letter_tokens_and_counts_fallbacks(tmp_
             both = math.log(math.exp(-1.5) + math.exp(-3.0))
             assert sample.scores["logprob_D"] == pytest.approx(both)
             assert sample.scores["predicted_index"] == number % 4
-    assert results["gsm"].metrics["accuracy"] == 0.0  # "Answer: D" has no number
+    assert results["gsm"].metrics["accuracy"] == 0.0  # "D" has no number
     assert "no_number" in samples["g0"].flags
 
 

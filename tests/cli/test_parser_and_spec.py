@@ -256,3 +256,11 @@ def test_upload_prompt_flags() -> None:
         ["datasets", "upload", "f.jsonl", "--name", "n", "--version", "1", "--task-type", "qa"]
     )
     assert upload_prompt(plain) is None
+
+
+def test_upload_help_asks_for_a_semantic_version(capsys: pytest.CaptureFixture[str]) -> None:
+    # It suggested "--version 1.0", which the server refuses.
+    assert main(["datasets", "upload", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "semantic version MAJOR.MINOR.PATCH, e.g. 1.0.0" in text
+    assert "e.g. 1.0 " not in text.replace("e.g. 1.0.0", "")

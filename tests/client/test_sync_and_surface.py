@@ -69,6 +69,7 @@ EXPECTED_PUBLIC = {
     "ClassificationPayload", "ConfusionMatrix", "Dataset", "DatasetInvalid", "DatasetRef",
     "DeadlineExceeded", "EntityTypeMetrics", "ErrorCategory", "EvalError", "EvaldClient",
     "EvaldError", "ExecutionProfile", "FailedPrecondition", "FieldViolation",
+    "FinishReason",
     "GenerationParams", "GenerationPayload", "Heartbeat", "InternalError", "IntervalMethod",
     "InvalidArgument", "MatchModeStats", "MetricComparison", "MetricInterval",
     "MetricUncertainty", "Model", "ModelIdentity", "ModelPair", "NerPayload", "NotFound",

@@ -253,6 +253,11 @@ async def test_connection_refused_is_a_transient_connection_error() -> None:
     assert caught.value.reason is ErrorReason.PROVIDER_CONNECTION_ERROR
     assert caught.value.decision.kind is RetryKind.TRANSIENT
     assert caught.value.__cause__ is not None
+    # A closed port is named with its address and the OS's reason, nothing else.
+    assert caught.value.message == (
+        f"connection to the provider failed: cannot connect to {model.base_url}"
+        "/v1/chat/completions (model m1): Connection refused"
+    )
 
 
 async def test_aclose_fails_in_flight_calls_and_refuses_new_ones(fake: FakeProvider) -> None:

@@ -5,14 +5,17 @@ import json
 import pytest
 
 from evald_server.config import GenerationParams
+from evald_server.domain import FinishReason
 from evald_server.providers import ChatMessage, ProviderRequest, chat_url
 from evald_server.providers._openai_wire import (
+    AnswerTooLarge,
     MalformedResponse,
     StreamAccumulator,
     error_detail,
     parse_completion,
     request_body,
 )
+from evald_server.providers._scrub import SecretScrubber
 
 
 @pytest.mark.parametrize(
@@ -141,3 +144,66 @@ def test_error_detail_prefers_error_message_and_is_short() -> None:
     long = error_detail(b"x" * 1000)
     assert len(long) == 200
     assert long.endswith("…")
+
+
+def test_done_without_finish_reason_is_an_interrupted_answer_not_an_empty_one() -> None:
+    # llama-cpp-python ends a stream it interrupts for the next request like this.
+    stream = StreamAccumulator()
+    stream.feed(_event({"choices": [{"delta": {"role": "assistant", "content": ""}}]}))
+    stream.feed(b"data: [DONE]\n")
+    with pytest.raises(MalformedResponse, match=r"\[DONE\] but no finish_reason after 1 chunks"):
+        stream.result()
+
+
+def test_a_stream_with_no_chunks_is_malformed() -> None:
+    only_done = StreamAccumulator()
+    only_done.feed(b"data: [DONE]\n")
+    with pytest.raises(MalformedResponse, match=r"no chunks \(only \[DONE\]\)"):
+        only_done.result()
+    with pytest.raises(MalformedResponse, match=r"no chunks$"):
+        StreamAccumulator().result()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("stop", FinishReason.STOP),
+        ("length", FinishReason.LENGTH),
+        ("content_filter", FinishReason.CONTENT_FILTER),
+        ("tool_calls", FinishReason.TOOL_CALLS),
+        ("function_call", FinishReason.TOOL_CALLS),
+        ("eos", FinishReason.UNKNOWN),
+        (None, FinishReason.UNKNOWN),
+        (3, FinishReason.UNKNOWN),
+    ],
+)
+def test_finish_reason_is_read_from_streams_and_bodies(raw: object, expected: FinishReason) -> None:
+    body = {"choices": [{"message": {"content": "x"}, "finish_reason": raw}]}
+    assert parse_completion(json.dumps(body).encode()).finish_reason is expected
+    if raw is not None:
+        stream = StreamAccumulator()
+        stream.feed(_event({"choices": [{"delta": {"content": "x"}, "finish_reason": raw}]}))
+        assert stream.result().finish_reason is expected
+
+
+def test_answer_cap_stops_streams_and_bodies_at_one_byte_over() -> None:
+    stream = StreamAccumulator(max_answer_bytes=10)
+    stream.feed(_event({"choices": [{"delta": {"content": "é" * 5}}]}))  # 10 bytes: at the cap
+    with pytest.raises(AnswerTooLarge, match=r"max_answer_bytes \(10 bytes\)"):
+        stream.feed(_event({"choices": [{"delta": {"content": "x"}}]}))
+    assert stream.content_bytes == 11
+    assert stream.parts == ["é" * 5]  # the overflow is not kept
+    at_cap = json.dumps({"choices": [{"message": {"content": "x" * 10}}]}).encode()
+    assert parse_completion(at_cap, max_answer_bytes=10).text == "x" * 10
+    with pytest.raises(AnswerTooLarge):
+        parse_completion(at_cap, max_answer_bytes=9)
+
+
+def test_error_detail_scrubs_before_it_cuts() -> None:
+    secret = "sk-" + "A1b2C3d4" * 5
+    body = ("x" * 180 + secret).encode()
+    cut_first = error_detail(body)
+    assert secret[:15] in cut_first  # what cutting first leaves behind
+    scrubbed = error_detail(body, scrub=SecretScrubber([secret]))
+    assert "A1b2C3d4"[:8].lower() not in scrubbed.lower()
+    assert scrubbed.endswith("<redacted>")

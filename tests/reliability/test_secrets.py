@@ -1,11 +1,13 @@
 """A provider API key set in the server's environment (``api_key_env``) never leaves it.
 
-The fake provider requires the key and, for a share of requests, echoes it back in its
-error message (as a careless gateway might); a second model is configured with a
-wrong key, so every one of its calls fails with 401. The server logs at DEBUG. Then
-the key (and any 12-character piece of it) must appear in no RPC response or error,
-no event, no sample, no line of the server's stderr, and nowhere in the SQLite files
-(raw bytes of the database, WAL and shared memory, and a dump of every table).
+The fake provider requires the key and, for a share of requests, echoes it back as a
+careless gateway might: whole, lower-cased, straddling the 200-character excerpt, in
+pieces, in capitals inside an answer, or as the echoed Authorization header; a second
+model is configured with a wrong key, so every one of its calls fails with 401. The
+server logs at DEBUG. Then the key (and any 12-character piece of it, in any letter
+case) must appear in no RPC response or error, no event, no sample (answers
+included), no line of the server's stderr, and nowhere in the SQLite files (raw bytes
+of the database, WAL and shared memory, and a dump of every table).
 """
 
 import json
@@ -50,8 +52,13 @@ def pieces(secret: str, width: int = 12) -> list[str]:
 
 
 def leaks(text: str | bytes) -> list[str]:
-    haystack = text.decode("latin-1") if isinstance(text, bytes) else text
-    return [p for s in (KEY, WRONG_KEY) for p in pieces(s) if p in haystack]
+    """Pieces of a key in ``text``, in any letter case."""
+    haystack = (text.decode("latin-1") if isinstance(text, bytes) else text).lower()
+    return [p for s in (KEY, WRONG_KEY) for p in pieces(s) if p.lower() in haystack]
+
+
+def _echo(status: int, message: str) -> dict[str, Any]:
+    return {"kind": "status", "status": status, "message": message}
 
 
 @asynccontextmanager
@@ -63,6 +70,15 @@ async def fake_requiring_key() -> AsyncIterator[FakeProcess]:
         },
         {"rate": 0.1, "behaviour": {"kind": "malformed"}},
         {"rate": 0.05, "behaviour": {"kind": "status", "status": 429, "retry_after_s": 0.05}},
+        # A gateway that lower-cases what it echoes.
+        {"rate": 0.05, "behaviour": _echo(502, f"invalid key {KEY.lower()}")},
+        # The key straddles the 200-character excerpt: cutting before scrubbing kept its head.
+        {"rate": 0.05, "behaviour": _echo(503, "x" * 185 + KEY)},
+        # Only a piece of the key, as a gateway's own truncation leaves it.
+        {"rate": 0.05, "behaviour": _echo(504, f"key ...{KEY[-14:]} refused")},
+        # Answers that echo the request's header, or the key in capitals.
+        {"rate": 0.05, "behaviour": {"kind": "ok", "answer": f"Authorization: Bearer {KEY}"}},
+        {"rate": 0.03, "behaviour": {"kind": "ok", "answer": f"your key: {KEY.upper()}"}},
     ]
     config = {"api_key": KEY, "faults": faults, "seed": 3}
     args = ("--port", "0", "--latency-ms", "2", "--config-json", json.dumps(config))
@@ -157,6 +173,8 @@ async def test_api_key_never_leaves_the_server(tmp_path: Path) -> None:
     assert stats["outcomes"].get("ok", 0) > 0
     assert stats["outcomes"].get("http_500", 0) > 0
     assert stats["outcomes"].get("http_401", 0) > 0
+    for echo in ("http_502", "http_503", "http_504"):  # every kind of echo was met
+        assert stats["outcomes"].get(echo, 0) > 0, stats["outcomes"]
     everything = "\n".join(answers)
     assert "PROVIDER_AUTH_FAILED" in everything
     assert "DEBUG" in server.stderr()

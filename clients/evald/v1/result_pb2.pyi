@@ -122,7 +122,7 @@ class MetricInterval(_message.Message):
     def __init__(self, lower: _Optional[float] = ..., upper: _Optional[float] = ..., confidence_level: _Optional[float] = ..., method: _Optional[_Union[IntervalMethod, str]] = ..., resamples: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ExecutionProfile(_message.Message):
-    __slots__ = ("samples_total", "samples_succeeded", "samples_failed", "samples_cancelled", "wall_time", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "prompt_tokens", "completion_tokens", "tokens_per_second", "requests", "retries", "rate_limited", "effective_concurrency", "scoring_time")
+    __slots__ = ("samples_total", "samples_succeeded", "samples_failed", "samples_cancelled", "wall_time", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "prompt_tokens", "completion_tokens", "tokens_per_second", "requests", "retries", "rate_limited", "effective_concurrency", "scoring_time", "samples_truncated", "samples_empty", "samples_without_usage", "decode_tokens_per_second")
     SAMPLES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +142,10 @@ class ExecutionProfile(_message.Message):
     RATE_LIMITED_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     SCORING_TIME_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_EMPTY_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_WITHOUT_USAGE_FIELD_NUMBER: _ClassVar[int]
+    DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     samples_total: int
     samples_succeeded: int
     samples_failed: int
@@ -161,7 +165,11 @@ class ExecutionProfile(_message.Message):
     rate_limited: int
     effective_concurrency: float
     scoring_time: _duration_pb2.Duration
-    def __init__(self, samples_total: _Optional[int] = ..., samples_succeeded: _Optional[int] = ..., samples_failed: _Optional[int] = ..., samples_cancelled: _Optional[int] = ..., wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_mean_ms: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p90_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., tokens_per_second: _Optional[float] = ..., requests: _Optional[int] = ..., retries: _Optional[int] = ..., rate_limited: _Optional[int] = ..., effective_concurrency: _Optional[float] = ..., scoring_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    samples_truncated: int
+    samples_empty: int
+    samples_without_usage: int
+    decode_tokens_per_second: float
+    def __init__(self, samples_total: _Optional[int] = ..., samples_succeeded: _Optional[int] = ..., samples_failed: _Optional[int] = ..., samples_cancelled: _Optional[int] = ..., wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_mean_ms: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p90_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., tokens_per_second: _Optional[float] = ..., requests: _Optional[int] = ..., retries: _Optional[int] = ..., rate_limited: _Optional[int] = ..., effective_concurrency: _Optional[float] = ..., scoring_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., samples_truncated: _Optional[int] = ..., samples_empty: _Optional[int] = ..., samples_without_usage: _Optional[int] = ..., decode_tokens_per_second: _Optional[float] = ...) -> None: ...
 
 class RepeatStats(_message.Message):
     __slots__ = ("repeats", "records", "mean_within_record_stddev", "consistent_record_fraction")

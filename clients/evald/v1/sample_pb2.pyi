@@ -5,6 +5,7 @@ from evald.v1 import errors_pb2 as _errors_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -12,8 +13,23 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FINISH_REASON_UNSPECIFIED: _ClassVar[FinishReason]
+    FINISH_REASON_STOP: _ClassVar[FinishReason]
+    FINISH_REASON_LENGTH: _ClassVar[FinishReason]
+    FINISH_REASON_CONTENT_FILTER: _ClassVar[FinishReason]
+    FINISH_REASON_TOOL_CALLS: _ClassVar[FinishReason]
+    FINISH_REASON_UNKNOWN: _ClassVar[FinishReason]
+FINISH_REASON_UNSPECIFIED: FinishReason
+FINISH_REASON_STOP: FinishReason
+FINISH_REASON_LENGTH: FinishReason
+FINISH_REASON_CONTENT_FILTER: FinishReason
+FINISH_REASON_TOOL_CALLS: FinishReason
+FINISH_REASON_UNKNOWN: FinishReason
+
 class Sample(_message.Message):
-    __slots__ = ("subtask_id", "task_id", "model_id", "record_id", "repeat_index", "state", "input", "expected", "output", "scores", "flags", "attempts", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "first_error", "last_error", "finished_time")
+    __slots__ = ("subtask_id", "task_id", "model_id", "record_id", "repeat_index", "state", "input", "expected", "output", "scores", "flags", "attempts", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "first_error", "last_error", "finished_time", "finish_reason", "usage_reported", "decode_tokens_per_second", "truncated_fields")
     class ScoresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +56,10 @@ class Sample(_message.Message):
     FIRST_ERROR_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     FINISHED_TIME_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELDS_FIELD_NUMBER: _ClassVar[int]
     subtask_id: str
     task_id: str
     model_id: str
@@ -59,4 +79,16 @@ class Sample(_message.Message):
     first_error: _errors_pb2.EvalError
     last_error: _errors_pb2.EvalError
     finished_time: _timestamp_pb2.Timestamp
-    def __init__(self, subtask_id: _Optional[str] = ..., task_id: _Optional[str] = ..., model_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., state: _Optional[_Union[_enums_pb2.SubtaskState, str]] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., first_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    finish_reason: FinishReason
+    usage_reported: bool
+    decode_tokens_per_second: float
+    truncated_fields: _containers.RepeatedCompositeFieldContainer[TruncatedField]
+    def __init__(self, subtask_id: _Optional[str] = ..., task_id: _Optional[str] = ..., model_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., state: _Optional[_Union[_enums_pb2.SubtaskState, str]] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., first_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage_reported: _Optional[bool] = ..., decode_tokens_per_second: _Optional[float] = ..., truncated_fields: _Optional[_Iterable[_Union[TruncatedField, _Mapping]]] = ...) -> None: ...
+
+class TruncatedField(_message.Message):
+    __slots__ = ("field", "full_bytes")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    FULL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    full_bytes: int
+    def __init__(self, field: _Optional[str] = ..., full_bytes: _Optional[int] = ...) -> None: ...

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from evald_server.api._server import main_serve
 from evald_server.config import ConfigError
+from evald_server.store import StoreError, StoreLost
 
 
 def announce(address: str) -> None:
@@ -31,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
         return main_serve(args.config, on_ready=announce)
     except ConfigError as error:
         print(f"evald: invalid config: {error}", file=sys.stderr)
+        return 2
+    except StoreLost as error:
+        print(f"evald: stopped: {error}", file=sys.stderr)
+        return 1
+    except StoreError as error:
+        print(f"evald: cannot open the store: {error}", file=sys.stderr)
         return 2
 
 

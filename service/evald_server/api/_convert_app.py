@@ -37,7 +37,7 @@ from evald_server.app import (
     Sample,
     TaskProgress,
 )
-from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument, TaskType
+from evald_server.domain import ErrorReason, FieldViolation, FinishReason, InvalidArgument, TaskType
 from evald_server.engine import generation_params
 from evald_server.store import Counters, EventKind
 
@@ -309,6 +309,13 @@ def sample_to_proto(sample: Sample) -> sample_pb2.Sample:
         prompt_tokens=sample.prompt_tokens or 0,
         completion_tokens=sample.completion_tokens or 0,
     )
+    if sample.finish_reason is not None:
+        message.finish_reason = to_proto_enum(FinishReason.parse(sample.finish_reason))
+    message.usage_reported = sample.usage_reported
+    for name, full_bytes in sorted(sample.truncated.items()):
+        message.truncated_fields.add(field=name, full_bytes=full_bytes)
+    if sample.decode_tokens_per_second is not None:
+        message.decode_tokens_per_second = sample.decode_tokens_per_second
     if sample.latency_ms is not None:
         message.latency_ms = sample.latency_ms
     if sample.ttft_ms is not None:

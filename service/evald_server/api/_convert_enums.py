@@ -9,12 +9,13 @@ from typing import Any, TypeVar
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
-from evald.v1 import comparison_pb2, enums_pb2, errors_pb2
+from evald.v1 import comparison_pb2, enums_pb2, errors_pb2, sample_pb2
 from evald_server.comparison import PairedTest, TaskPairing
 from evald_server.domain import (
     ChoiceScoring,
     ErrorCategory,
     ErrorReason,
+    FinishReason,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -37,6 +38,7 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     TaskPairing: (comparison_pb2.TaskPairing, "TASK_PAIRING_"),
     ShotFormat: (enums_pb2.ShotFormat, "SHOT_FORMAT_"),
     ChoiceScoring: (enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
+    FinishReason: (sample_pb2.FinishReason, "FINISH_REASON_"),
 }
 
 

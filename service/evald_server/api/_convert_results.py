@@ -31,7 +31,12 @@ def _profile(profile: ExecutionProfile) -> result_pb2.ExecutionProfile:
         rate_limited=profile.rate_limited,
         effective_concurrency=profile.effective_concurrency,
         scoring_time=duration(profile.scoring_time_s),
+        samples_truncated=profile.samples_truncated,
+        samples_empty=profile.samples_empty,
+        samples_without_usage=profile.samples_without_usage,
     )
+    if profile.decode_tokens_per_second is not None:
+        message.decode_tokens_per_second = profile.decode_tokens_per_second
     if profile.ttft_p50_ms is not None:
         message.ttft_p50_ms = profile.ttft_p50_ms
     if profile.ttft_p99_ms is not None:
@@ -39,9 +44,7 @@ def _profile(profile: ExecutionProfile) -> result_pb2.ExecutionProfile:
     return message
 
 
-def evaluation_to_proto(
-    evaluation: TaskEvaluation, *, dataset_id: str = ""
-) -> result_pb2.TaskEvaluationResult:
+def evaluation_to_proto(evaluation: TaskEvaluation) -> result_pb2.TaskEvaluationResult:
     benchmark = evaluation.benchmark
     provenance = evaluation.provenance
     result = result_pb2.TaskEvaluationResult(
@@ -59,7 +62,7 @@ def evaluation_to_proto(
             benchmark_version=benchmark.benchmark_version,
             content_sha256=benchmark.content_sha256,
             record_count=benchmark.record_count,
-            dataset_id=dataset_id,
+            dataset_id=benchmark.dataset_id,
         ),
         execution_profile=_profile(evaluation.profile),
         status=to_proto_enum(evaluation.status),
@@ -73,6 +76,7 @@ def evaluation_to_proto(
             python_version=provenance.python_version,
             platform=provenance.platform,
             bootstrap_seed=provenance.bootstrap_seed,
+            dependencies=provenance.dependencies,
         ),
         created_time=timestamp(evaluation.created_at),
     )

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from evald_server.app._pages import decode_token, encode_token, integer, keyset, page_size
+from evald_server.app._sample_pages import SampleBudget, cost, fitted
 from evald_server.app._types import Page, Run, Sample
 from evald_server.config import ModelConfig, ServerConfig
 from evald_server.datasets import ChatPrompt
@@ -42,6 +43,9 @@ from evald_server.engine._prompting import effective_options
 from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
 
 _RETRYABLE = (SubtaskState.FAILED_PERMANENT, SubtaskState.CANCELLED)
+
+
+_SAMPLE_BATCH = 16  # rows read per store call while filling a ListSamples page
 
 
 class RunService:
@@ -345,18 +349,46 @@ class RunService:
                 field_violations=(FieldViolation("task_id", "not a task of this run"),),
             )
         filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
-        after = integer(decode_token(token, "samples", tenant, filters))
+        cursor = integer(decode_token(token, "samples", tenant, filters))
         limit = page_size(size)
-        rows = await self._store.run_subtasks(run_id, task_id or None, states, after, limit + 1)
-        more = len(rows) > limit
-        rows = rows[:limit]
         spec = RunSpec.from_json(run.spec)
         prompts: dict[str, tuple[TaskType, ChatPrompt]] = {}
-        for task in (tasks[t] for t in dict.fromkeys(r.task_id for r in rows)):  # this page's
-            dataset = await self._store.get_dataset(task.dataset_id)
-            assert dataset is not None
-            prompt = await task_prompt(self._store, tenant, spec, dataset)
-            prompts[task.task_id] = (dataset.task_type, prompt)
-        samples = tuple(Sample.of(r, *prompts[r.task_id]) for r in rows)
-        next_token = encode_token("samples", tenant, filters, [rows[-1].row_id]) if more else ""
-        return Page(samples, next_token)
+
+        async def prompt_of(task_id: str) -> tuple[TaskType, ChatPrompt]:
+            if task_id not in prompts:  # only the tasks this page shows
+                dataset = await self._store.get_dataset(tasks[task_id].dataset_id)
+                assert dataset is not None
+                prompt = await task_prompt(self._store, tenant, spec, dataset)
+                prompts[task_id] = (dataset.task_type, prompt)
+            return prompts[task_id]
+
+        budget = SampleBudget.for_message_limit(self._config.limits.max_message_bytes)
+        samples: list[Sample] = []
+        used = 0
+        more = True
+        while more and len(samples) < limit:
+            # Small batches: a page full of large rows stops reading early.
+            want = min(limit - len(samples), _SAMPLE_BATCH)
+            rows = await self._store.run_subtasks(
+                run_id,
+                task_id or None,
+                states,
+                cursor,
+                want + 1,
+                output_chars=budget.output_chars,
+            )
+            more = len(rows) > want
+            for row in rows[:want]:
+                shown = Sample.of(row, *(await prompt_of(row.task_id)))
+                sample = fitted(shown, budget, row.output_bytes)
+                if samples and used + cost(sample) > budget.page_bytes:
+                    more = True  # this row opens the next page
+                    break
+                samples.append(sample)
+                used += cost(sample)
+                cursor = row.row_id
+            else:
+                continue
+            break
+        next_token = encode_token("samples", tenant, filters, [cursor]) if more else ""
+        return Page(tuple(samples), next_token)

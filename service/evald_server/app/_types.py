@@ -1,7 +1,7 @@
 """The application's objects: what the gRPC servicer converts to and from proto."""
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from evald_server.config import GenerationParams, ModelConfig
@@ -143,6 +143,21 @@ class Sample:
     first_error: EvalError | None
     last_error: EvalError | None
     finished_at: float | None
+    finish_reason: str | None = None  # stop / length / content_filter / tool_calls / unknown
+    # Text fields ListSamples cut to fit its page: name → full size in bytes.
+    truncated: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def usage_reported(self) -> bool:
+        return self.prompt_tokens is not None or self.completion_tokens is not None
+
+    @property
+    def decode_tokens_per_second(self) -> float | None:
+        """completion tokens / (latency − TTFT) of a streamed call that reported usage."""
+        if self.completion_tokens is None or self.latency_ms is None or self.ttft_ms is None:
+            return None
+        decode_ms = self.latency_ms - self.ttft_ms
+        return self.completion_tokens / (decode_ms / 1000.0) if decode_ms > 0 else None
 
     @classmethod
     def of(cls, row: SubtaskRow, task_type: TaskType, prompt: ChatPrompt) -> "Sample":
@@ -168,4 +183,5 @@ class Sample:
             first_error=row.first_error,
             last_error=row.last_error,
             finished_at=row.updated_at if row.state.is_terminal else None,
+            finish_reason=row.finish_reason,
         )

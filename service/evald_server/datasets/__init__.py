@@ -27,18 +27,22 @@ from evald_server.datasets._references import (
     shot_answer,
     simulator_reference,
 )
+from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
 
 __all__ = [
     "MAX_CHOICES",
     "MAX_SHOTS",
     "PLACEHOLDERS",
     "ChatPrompt",
+    "CompiledRegex",
     "DatasetRecord",
+    "InvalidRegex",
     "ParsedDataset",
     "PromptOptions",
     "Shot",
     "bio_entities",
     "choice_letter",
+    "compile_regex",
     "expected_text",
     "gold_choice_index",
     "gold_entities",

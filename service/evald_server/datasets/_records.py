@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from evald_server.datasets._numbers import reference_number
+from evald_server.datasets._regex import InvalidRegex, compile_regex
 from evald_server.domain import TaskType
 
 
@@ -121,8 +122,8 @@ class GenerationRecord(_Record):
     def _reference_fits_match(self) -> "GenerationRecord":
         if self.match == "regex":
             try:
-                re.compile(self.reference)
-            except re.error as exc:
+                compile_regex(self.reference)
+            except InvalidRegex as exc:
                 raise ValueError(f"reference: invalid regex: {exc}") from exc
         if self.match == "numeric" and reference_number(self.reference) is None:
             raise ValueError("reference: no number found for match 'numeric'")

@@ -106,6 +106,26 @@ class ResultStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class FinishReason(StrEnum):
+    """Why the model stopped generating a successful answer (OpenAI's finish_reason)."""
+
+    STOP = "stop"
+    LENGTH = "length"  # max_tokens (or the context) cut the answer
+    CONTENT_FILTER = "content_filter"
+    TOOL_CALLS = "tool_calls"
+    UNKNOWN = "unknown"  # absent (non-streamed) or a value outside the four above
+
+    @classmethod
+    def parse(cls, value: object) -> "FinishReason":
+        """The member for a provider's value; the legacy "function_call" is a tool call."""
+        if value == "function_call":
+            return cls.TOOL_CALLS
+        try:
+            return cls(value) if isinstance(value, str) else cls.UNKNOWN
+        except ValueError:
+            return cls.UNKNOWN
+
+
 class ErrorCategory(StrEnum):
     """The graded error taxonomy: who has to act to fix the problem."""
 

@@ -90,6 +90,7 @@ async def call_model(
         call_time_s=time.perf_counter() - started,
         # Asked and none came back is stored as empty: the scorer counts the fallback.
         top_logprobs=None if ctx.top_logprobs is None else (completion.top_logprobs or ()),
+        finish_reason=completion.finish_reason,
     )
 
 

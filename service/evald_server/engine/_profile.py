@@ -49,4 +49,10 @@ def build_profile(inputs: ProfileInputs, *, scoring_time_s: float) -> ExecutionP
         rate_limited=inputs.rate_limited,
         effective_concurrency=inputs.call_time_s / wall if wall > 0 else 0.0,
         scoring_time_s=scoring_time_s,
+        samples_truncated=inputs.truncated,
+        samples_empty=inputs.empty,
+        samples_without_usage=inputs.usage_unknown,
+        decode_tokens_per_second=(
+            inputs.decode_tokens / inputs.decode_time_s if inputs.decode_time_s > 0 else None
+        ),
     )

@@ -9,7 +9,7 @@ ListSamples), so a report read back has an empty ``sample_scores``.
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evald_server.config import GenerationParams
@@ -51,6 +51,7 @@ class BenchmarkRef:
     benchmark_version: str
     content_sha256: str
     record_count: int
+    dataset_id: str = ""  # "" only in results stored before it was recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +71,17 @@ class ExecutionProfile:
     ttft_p99_ms: float | None
     prompt_tokens: int
     completion_tokens: int
-    tokens_per_second: float  # completion tokens per second of wall time
+    tokens_per_second: float  # task throughput: completion tokens per second of wall time
     requests: int  # provider calls, retries included
     retries: int
     rate_limited: int
     effective_concurrency: float  # Σ call time / wall time
     scoring_time_s: float
+    # Defaults: results stored before these were counted read back without them.
+    samples_truncated: int = 0  # finish_reason "length": max_tokens cut the answer
+    samples_empty: int = 0
+    samples_without_usage: int = 0  # token counts unknown (left out of the sums)
+    decode_tokens_per_second: float | None = None  # Σ tokens / Σ (latency − TTFT), streamed
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,7 @@ class Provenance:
     python_version: str
     platform: str
     bootstrap_seed: int
+    dependencies: dict[str, str] = field(default_factory=dict)  # library → version
 
 
 @dataclass(frozen=True, slots=True)

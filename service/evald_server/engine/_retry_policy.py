@@ -20,8 +20,9 @@ class RetryPolicy:
     """Retries of one run. Defaults: 3 retries after 5 s, 30 s and 120 s, ±50 % jitter.
 
     ``backoff_s[i]`` is the base delay before retry ``i + 1`` (the last one repeats);
-    the delay is multiplied by a uniform draw in ``[1 - jitter, 1 + jitter]``. A
-    rate-limited failure waits at least its Retry-After, capped at ``retry_after_cap_s``.
+    the delay is multiplied by a uniform draw in ``[1 - jitter, 1 + jitter]``. A failure
+    that carries a Retry-After (any retryable status: 429, 503, 408, ...) waits at least
+    that long, capped at ``retry_after_cap_s``.
     """
 
     max_retries: int = 3
@@ -52,7 +53,7 @@ class RetryPolicy:
         """Seconds to wait after the ``attempts``-th failed attempt (1-based)."""
         base = self.backoff_s[min(attempts, len(self.backoff_s)) - 1]
         delay = base * (1.0 + rng.uniform(-self.jitter, self.jitter))
-        if decision.kind is RetryKind.RATE_LIMITED and decision.retry_after_s is not None:
+        if decision.retry_after_s is not None:
             delay = max(delay, min(decision.retry_after_s, self.retry_after_cap_s))
         return max(0.0, delay)
 

@@ -44,6 +44,7 @@ from evald_server.scoring import (
     SampleSource,
     ScoreReport,
     ScoringFailure,
+    scorer_dependencies,
 )
 from evald_server.store import (
     Counters,
@@ -180,6 +181,7 @@ class Watcher:
                 dataset.benchmark_version,
                 dataset.content_sha256,
                 dataset.record_count,
+                dataset_id=dataset.dataset_id,
             ),
             status=_STATUS[state],
             report=report,
@@ -194,6 +196,7 @@ class Watcher:
                 python_version=platform.python_version(),
                 platform=f"{sys.platform}-{platform.machine()}",
                 bootstrap_seed=spec.seed,
+                dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
             ),
             created_at=now,
         )

@@ -31,6 +31,14 @@ class Kind(StrEnum):
     HANG = "hang"  # no answer for ``hang_s`` (or until the client goes away)
     RESET = "reset"  # the connection is closed abruptly (RST), no response
     MALFORMED = "malformed"  # HTTP 200 with a truncated JSON body (or SSE chunk)
+    # A stream cut after ``after_chunks`` events by a bare ``data: [DONE]``, no
+    # finish_reason: what llama-cpp-python's server sends when it interrupts a stream
+    # for the next request. Not streamed: a completion whose finish_reason is null.
+    INTERRUPTED = "interrupted"
+    # A huge answer: a JSON body with ``body_bytes`` of content, or a stream of
+    # ``delta_bytes`` deltas that ends after ``body_bytes`` (0: never, until the client
+    # goes away). Generated piece by piece: the fake itself stays small.
+    FLOOD = "flood"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +53,32 @@ class Behaviour:
     latency_ms: float | None = None  # overrides the configured latency distribution
     answer: str | None = None  # overrides the answer policy (OK only)
     message: str | None = None  # the error body's ``error.message`` (STATUS only)
+    finish_reason: str | None = None  # overrides "stop" / "length" (OK only)
+    after_chunks: int = 1  # INTERRUPTED: events sent before the bare [DONE]
+    body_bytes: int = 100 * 1024 * 1024  # FLOOD: content bytes (0: endless stream)
+    delta_bytes: int = 60_000  # FLOOD: content bytes per streamed delta
 
     @classmethod
-    def ok(cls, *, answer: str | None = None, latency_ms: float | None = None) -> "Behaviour":
-        return cls(Kind.OK, answer=answer, latency_ms=latency_ms)
+    def ok(
+        cls,
+        *,
+        answer: str | None = None,
+        latency_ms: float | None = None,
+        finish_reason: str | None = None,
+    ) -> "Behaviour":
+        return cls(Kind.OK, answer=answer, latency_ms=latency_ms, finish_reason=finish_reason)
+
+    @classmethod
+    def interrupted(cls, *, after_chunks: int = 1, answer: str | None = None) -> "Behaviour":
+        """A stream that ends with ``[DONE]`` and no finish_reason after ``after_chunks``."""
+        return cls(Kind.INTERRUPTED, after_chunks=after_chunks, answer=answer)
+
+    @classmethod
+    def flood(
+        cls, *, body_bytes: int = 100 * 1024 * 1024, delta_bytes: int = 60_000
+    ) -> "Behaviour":
+        """``body_bytes`` of answer (0: an endless stream), in ``delta_bytes`` deltas."""
+        return cls(Kind.FLOOD, body_bytes=body_bytes, delta_bytes=delta_bytes)
 
     @classmethod
     def error(
@@ -152,6 +182,10 @@ class FakeConfig:
     answers: Mapping[str, str] = field(default_factory=dict)  # X-Evald-Subtask key → answer
     hang_s: float = 600.0
     stream_chunk_ms: float = 0.0  # pause between SSE content chunks
+    # llama-cpp-python's ``interrupt_requests``: a new chat request ends every stream in
+    # progress with a bare ``[DONE]`` (no finish_reason).
+    interrupt_streams: bool = False
+    send_usage: bool = True  # False: no usage in answers, even when the client asks
     api_key: str | None = None  # when set, requests need ``Authorization: Bearer <api_key>``
     seed: int = 0
 
@@ -204,6 +238,8 @@ class FakeConfig:
             "answers": dict(self.answers),
             "hang_s": self.hang_s,
             "stream_chunk_ms": self.stream_chunk_ms,
+            "interrupt_streams": self.interrupt_streams,
+            "send_usage": self.send_usage,
             "api_key_set": self.api_key is not None,
             "seed": self.seed,
         }

@@ -24,19 +24,34 @@ def tokens(text: str) -> int:
 # cost of dumping the whole dict), so the fake stays cheaper per request than any client.
 _COMPLETION = (
     '{"id":"chatcmpl-fake-%d","object":"chat.completion","created":%d,"model":%s,'
-    '"choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":"stop"}],'
-    '"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}'
+    '"choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":%s}]%s}'
 )
+_USAGE = ',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}'
 
 
 def completion_body(
-    seq: int, model: str, text: str, prompt_tokens: int, logprobs: dict[str, Any] | None = None
+    seq: int,
+    model: str,
+    text: str,
+    prompt_tokens: int,
+    *,
+    finish_reason: str | None = "stop",
+    usage: bool = True,
+    logprobs: dict[str, Any] | None = None,
 ) -> bytes:
-    completion_tokens = tokens(text)
     if logprobs is not None:  # off the hot path: only requests that ask for them
-        body = json.loads(completion_body(seq, model, text, prompt_tokens))
+        plain = completion_body(
+            seq, model, text, prompt_tokens, finish_reason=finish_reason, usage=usage
+        )
+        body = json.loads(plain)
         body["choices"][0]["logprobs"] = logprobs
         return _dumps(body)
+    completion_tokens = tokens(text)
+    usage_part = (
+        _USAGE % (prompt_tokens, completion_tokens, prompt_tokens + completion_tokens)
+        if usage
+        else ""
+    )
     return (
         _COMPLETION
         % (
@@ -44,11 +59,29 @@ def completion_body(
             int(time.time()),
             json.dumps(model, ensure_ascii=False),
             json.dumps(text, ensure_ascii=False),
-            prompt_tokens,
-            completion_tokens,
-            prompt_tokens + completion_tokens,
+            json.dumps(finish_reason),
+            usage_part,
         )
     ).encode()
+
+
+def truncate(text: str, max_tokens: object) -> tuple[str, str]:
+    """``text`` cut to ``max_tokens`` whitespace tokens, and the finish_reason that says so."""
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        return text, "stop"
+    pieces = _PIECES.findall(text)
+    words = [p for p in pieces if p.strip()]
+    if len(words) <= max_tokens:
+        return text, "stop"
+    kept: list[str] = []
+    count = 0
+    for piece in pieces:
+        if piece.strip():
+            if count == max_tokens:
+                break
+            count += 1
+        kept.append(piece)
+    return "".join(kept).rstrip(), "length"
 
 
 def stream_events(
@@ -58,6 +91,7 @@ def stream_events(
     prompt_tokens: int,
     *,
     include_usage: bool,
+    finish_reason: str | None = "stop",
     logprobs: dict[str, Any] | None = None,
 ) -> Iterator[bytes]:
     """The SSE events of a streamed completion: role, content pieces, stop, usage, [DONE]."""
@@ -72,7 +106,7 @@ def stream_events(
         if index == 0 and logprobs is not None:  # the first token's, on its chunk
             choice["logprobs"] = logprobs
         yield event([choice])
-    yield event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    yield event([{"index": 0, "delta": {}, "finish_reason": finish_reason}])
     if include_usage:
         completion_tokens = tokens(text)
         usage = {
@@ -82,6 +116,33 @@ def stream_events(
         }
         yield event([], usage=usage)
     yield b"data: [DONE]\n\n"
+
+
+DONE_EVENT = b"data: [DONE]\n\n"
+
+
+def flood_body(seq: int, model: str, content_bytes: int, piece_bytes: int) -> Iterator[bytes]:
+    """A valid completion whose content is ``content_bytes`` of "x", in pieces."""
+    yield (
+        f'{{"id":"chatcmpl-fake-{seq}","object":"chat.completion","created":{int(time.time())},'
+        f'"model":{json.dumps(model)},"choices":[{{"index":0,"message":{{"role":"assistant",'
+        '"content":"'
+    ).encode()
+    piece = b"x" * piece_bytes
+    left = content_bytes
+    while left > 0:
+        yield piece[: min(left, piece_bytes)]
+        left -= piece_bytes
+    yield b'"},"finish_reason":"stop"}]}'
+
+
+def flood_events(seq: int, model: str, delta_bytes: int) -> Iterator[bytes]:
+    """An endless stream of ``delta_bytes`` content deltas (the caller decides when to end)."""
+    head = {"id": f"chatcmpl-fake-{seq}", "object": "chat.completion.chunk", "model": model}
+    delta = {"index": 0, "delta": {"content": "x" * delta_bytes}, "finish_reason": None}
+    event = b"data: " + _dumps({**head, "choices": [delta]}) + b"\n\n"
+    while True:
+        yield event
 
 
 MALFORMED_BODY = b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": [{"mess'

@@ -32,14 +32,20 @@ from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, Kind
 from evald_server.fake_provider._journal import Journal, JournalEntry
 from evald_server.fake_provider._logprobs import AlternativesFn, first_piece, logprobs_block
 from evald_server.fake_provider._responses import (
+    DONE_EVENT,
     MALFORMED_BODY,
     MALFORMED_EVENT,
     completion_body,
     error_body,
+    flood_body,
+    flood_events,
     retry_headers,
     stream_events,
     tokens,
+    truncate,
 )
+
+_FLOOD_PIECE = 64 * 1024
 
 _JSON = "application/json"
 
@@ -86,6 +92,9 @@ class FakeProvider:
         self._base_url: str | None = None
         self._cpu_base = time.process_time()
         self._started_at = time.monotonic()
+        # Streams in progress, for ``interrupt_streams``: set the event to cut one short.
+        self._live_streams: set[asyncio.Event] = set()
+        self._cut_short: set[int] = set()  # journal seqs of streams cut by a bare [DONE]
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -189,6 +198,14 @@ class FakeProvider:
             return _error(400, f"invalid request: {exc}")
         entry = self.journal.begin(key, chat.model, stream=stream, client_port=_port(request))
         config = self._config
+        # llama-cpp-python's interrupt_requests: any new request cuts the streams already
+        # accepted (waiting or streaming); this one may be cut by the next in turn.
+        interrupt = asyncio.Event()
+        if config.interrupt_streams:
+            for other in self._live_streams:
+                other.set()
+            if stream:
+                self._live_streams.add(interrupt)
         behaviour = self._behaviour(request, config, entry)
         try:
             delay_s = config.hang_s if behaviour.kind is Kind.HANG else 0.0
@@ -201,13 +218,18 @@ class FakeProvider:
                 await asyncio.sleep(config.hang_s)  # connection_lost cancels this at once
                 raise ConnectionResetError("reset by the fake")
             response = await self._respond(
-                request, behaviour, config, chat, entry, stream, include_usage
+                request, behaviour, config, chat, entry, stream, include_usage, interrupt
             )
         except (asyncio.CancelledError, ConnectionResetError):
+            self._cut_short.discard(entry.seq)
             if entry.finished_at is None:
                 self.journal.disconnect(entry, behaviour.label)
             raise
-        self.journal.end(entry, behaviour.label, response.status)
+        finally:
+            self._live_streams.discard(interrupt)
+        cut = entry.seq in self._cut_short
+        self._cut_short.discard(entry.seq)
+        self.journal.end(entry, Kind.INTERRUPTED.value if cut else behaviour.label, response.status)
         return response
 
     def _behaviour(
@@ -227,6 +249,7 @@ class FakeProvider:
         entry: JournalEntry,
         stream: bool,
         include_usage: bool,
+        interrupt: asyncio.Event,
     ) -> web.StreamResponse:
         if behaviour.kind is Kind.STATUS:
             headers = retry_headers(
@@ -238,7 +261,16 @@ class FakeProvider:
             return _error(behaviour.status, message, headers)
         if behaviour.kind is Kind.MALFORMED and not stream:
             return web.Response(body=MALFORMED_BODY, content_type=_JSON)
-        text = self._answer(behaviour, config, chat)
+        if behaviour.kind is Kind.FLOOD:
+            return await self._flood(request, behaviour, chat, entry, stream)
+        text, natural_end = truncate(
+            self._answer(behaviour, config, chat), chat.body.get("max_tokens")
+        )
+        finish_reason: str | None = natural_end
+        if behaviour.kind is Kind.INTERRUPTED:
+            finish_reason = None
+        elif behaviour.finish_reason is not None:
+            finish_reason = behaviour.finish_reason
         prompt_tokens = sum(tokens(str(m.get("content", ""))) for m in chat.messages)
         logprobs = None
         if chat.body.get("logprobs") is True:
@@ -247,27 +279,69 @@ class FakeProvider:
                 self._alternatives(chat, text), top_n if isinstance(top_n, int) else 1
             )
         if not stream:
-            body = completion_body(entry.seq, chat.model, text, prompt_tokens, logprobs)
+            body = completion_body(
+                entry.seq,
+                chat.model,
+                text,
+                prompt_tokens,
+                finish_reason=finish_reason,
+                usage=config.send_usage,
+                logprobs=logprobs,
+            )
             return web.Response(body=body, content_type=_JSON)
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
+        response = _event_stream()
         await response.prepare(request)
         events = stream_events(
             entry.seq,
             chat.model,
             text,
             prompt_tokens,
-            include_usage=include_usage,
+            include_usage=include_usage and config.send_usage,
+            finish_reason=finish_reason,
             logprobs=logprobs,
         )
         for index, event in enumerate(events):
             if behaviour.kind is Kind.MALFORMED and index == 1:
                 await response.write(MALFORMED_EVENT)
                 break
+            if behaviour.kind is Kind.INTERRUPTED and index == behaviour.after_chunks:
+                interrupt.set()
             if index > 1 and config.stream_chunk_ms > 0:
                 await asyncio.sleep(config.stream_chunk_ms / 1000.0)
+            # llama-cpp-python sends the role chunk, then a bare [DONE], no finish_reason.
+            cut_at = behaviour.after_chunks if behaviour.kind is Kind.INTERRUPTED else 1
+            if interrupt.is_set() and index >= cut_at:
+                self._cut_short.add(entry.seq)
+                await response.write(DONE_EVENT)
+                break
             await response.write(event)
+        await response.write_eof()
+        return response
+
+    async def _flood(
+        self,
+        request: web.Request,
+        behaviour: Behaviour,
+        chat: FakeChatRequest,
+        entry: JournalEntry,
+        stream: bool,
+    ) -> web.StreamResponse:
+        if not stream:
+            response = web.StreamResponse(headers={"Content-Type": _JSON})
+            await response.prepare(request)
+            for piece in flood_body(entry.seq, chat.model, behaviour.body_bytes, _FLOOD_PIECE):
+                await response.write(piece)
+            await response.write_eof()
+            return response
+        response = _event_stream()
+        await response.prepare(request)
+        sent = 0
+        for event in flood_events(entry.seq, chat.model, behaviour.delta_bytes):
+            if behaviour.body_bytes and sent >= behaviour.body_bytes:
+                break
+            await response.write(event)  # drains: a client that stops reading stops us
+            sent += behaviour.delta_bytes
+        await response.write(DONE_EVENT)
         await response.write_eof()
         return response
 
@@ -328,6 +402,12 @@ def _parse_chat(raw: bytes, key: str | None) -> tuple[FakeChatRequest, bool, boo
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     chat = FakeChatRequest(key, model, tuple(messages), body)
     return chat, bool(body.get("stream")), include_usage
+
+
+def _event_stream() -> web.StreamResponse:
+    return web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
 
 
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:

@@ -39,6 +39,9 @@ class ProviderRequest:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
+    """One answer. Token counts are ``None`` when the provider reported no usage;
+    ``finish_reason`` is stop / length / content_filter / tool_calls / unknown."""
+
     text: str
     latency_s: float
     ttft_s: float | None = None
@@ -46,6 +49,7 @@ class Completion:
     completion_tokens: int | None = None
     # The first token's (token, log-probability) alternatives; None when none came back.
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    finish_reason: str = "unknown"
 
 
 class RetryKind(StrEnum):

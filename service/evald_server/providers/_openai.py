@@ -8,19 +8,27 @@ provider, a keep-alive pool of ``pool_size`` connections, never a session per re
 Every foreign error (aiohttp, JSON, asyncio timeouts, OS errors) is translated here
 into ``ProviderFailure`` and chained. The API key is read once from the environment
 variable the model names; it is sent as ``Authorization: Bearer`` and nowhere else:
-not in ``repr``, log records, exception messages or error metadata (provider error
-bodies are scrubbed of it too, in case a gateway echoes it).
+not in ``repr``, log records, exception messages or error metadata. Whatever the
+provider sends back (error bodies, exception texts, answers) is scrubbed of it, in
+any case and in pieces, before it is cut or kept (``SecretScrubber``).
+
+What a provider can send is bounded per model: a non-streamed body by
+``max_response_bytes`` (read in chunks, stopped one chunk past the cap), the answer
+text, streamed or not, by ``max_answer_bytes``, an SSE line by aiohttp's line limit.
+Hitting a cap is PROVIDER_BAD_RESPONSE naming the cap.
 """
 
 import logging
 import os
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
 from evald_server.config import ConfigError, ModelConfig
 from evald_server.providers._base import Completion, ProviderFailure, ProviderRequest
 from evald_server.providers._openai_wire import (
+    AnswerTooLarge,
     MalformedResponse,
     ParsedCompletion,
     StreamAccumulator,
@@ -35,10 +43,17 @@ from evald_server.providers._retry_classification import (
     status_failure,
     timeout_failure,
 )
+from evald_server.providers._scrub import REDACTED, SecretScrubber
 
 _log = logging.getLogger(__name__)
 
-_REDACTED = "<redacted>"
+# An error body is only read for its excerpt: the rest is not worth the memory.
+_ERROR_BODY_BYTES = 64 * 1024
+_READ_CHUNK = 64 * 1024
+
+
+class BodyTooLarge(Exception):
+    """The response body exceeds the model's ``max_response_bytes``."""
 
 
 class _Secret:
@@ -53,7 +68,7 @@ class _Secret:
         return self._value
 
     def __repr__(self) -> str:
-        return _REDACTED
+        return REDACTED
 
     __str__ = __repr__
 
@@ -78,6 +93,9 @@ class OpenAIProvider:
         self._timeout_s = model.timeout_s
         self._stream = model.stream
         self._key = _read_key(model)
+        self._scrub = SecretScrubber([] if self._key is None else [self._key.reveal()])
+        self._max_response_bytes = model.max_response_bytes
+        self._max_answer_bytes = model.max_answer_bytes
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -142,19 +160,29 @@ class OpenAIProvider:
     async def _read(self, response: aiohttp.ClientResponse, started: float) -> Completion:
         if response.status == 200 and self._stream:
             return await self._read_stream(response, started)
-        raw = await response.read()
-        latency_s = time.perf_counter() - started
         if response.status != 200:
-            detail = self._scrub(error_detail(raw))
+            raw = await _read_prefix(response, _ERROR_BODY_BYTES)
+            detail = error_detail(raw, scrub=self._scrub)
+            latency_s = time.perf_counter() - started
             raise status_failure(response.status, response.headers, detail, latency_s=latency_s)
         try:
-            parsed = parse_completion(raw)
+            raw = await _read_capped(response, self._max_response_bytes)
+            parsed = parse_completion(raw, max_answer_bytes=self._max_answer_bytes)
+        except BodyTooLarge as exc:
+            raise bad_response_failure(
+                f"response body exceeds max_response_bytes ({self._max_response_bytes} bytes) "
+                f"of model {self._model_id}; reading stopped",
+                http_status=200,
+                latency_s=time.perf_counter() - started,
+            ) from exc
         except MalformedResponse as exc:
-            raise bad_response_failure(str(exc), http_status=200, latency_s=latency_s) from exc
-        return _completion(parsed, latency_s, None)
+            raise bad_response_failure(
+                self._bad_detail(exc), http_status=200, latency_s=time.perf_counter() - started
+            ) from exc
+        return self._completion(parsed, time.perf_counter() - started, None)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, started: float) -> Completion:
-        stream = StreamAccumulator()
+        stream = StreamAccumulator(max_answer_bytes=self._max_answer_bytes)
         ttft_s: float | None = None
         try:
             async for line in response.content:
@@ -165,26 +193,49 @@ class OpenAIProvider:
             parsed = stream.result()
         except (MalformedResponse, ValueError) as exc:  # ValueError: an SSE line too long
             raise bad_response_failure(
-                self._scrub(str(exc)), http_status=200, latency_s=time.perf_counter() - started
+                self._bad_detail(exc), http_status=200, latency_s=time.perf_counter() - started
             ) from exc
-        return _completion(parsed, time.perf_counter() - started, ttft_s)
+        return self._completion(parsed, time.perf_counter() - started, ttft_s)
+
+    def _bad_detail(self, exc: Exception) -> str:
+        if isinstance(exc, AnswerTooLarge):
+            return f"{exc} (model {self._model_id})"
+        if isinstance(exc, ValueError) and not isinstance(exc, MalformedResponse):
+            return f"an SSE line exceeds the reader's line limit ({exc})"
+        return self._scrub(str(exc))
+
+    def _completion(
+        self, parsed: ParsedCompletion, latency_s: float, ttft_s: float | None
+    ) -> Completion:
+        return Completion(
+            text=self._scrub(parsed.text),  # a gateway may echo the request into the answer
+            latency_s=latency_s,
+            ttft_s=ttft_s,
+            prompt_tokens=parsed.prompt_tokens,
+            completion_tokens=parsed.completion_tokens,
+            finish_reason=parsed.finish_reason.value,
+            top_logprobs=parsed.top_logprobs,
+        )
 
     def _translate(self, exc: BaseException, latency_s: float) -> ProviderFailure:
         if isinstance(exc, TimeoutError):  # asyncio's total timeout and aiohttp's socket ones
             return timeout_failure(self._timeout_s, latency_s=latency_s)
         if isinstance(exc, aiohttp.ClientResponseError):
             return bad_response_failure(self._describe(exc), latency_s=latency_s)
+        if isinstance(exc, aiohttp.ClientConnectorError):  # nothing listens, DNS, unreachable
+            errno = exc.os_error.errno
+            cause = os.strerror(errno) if errno else self._scrub(str(exc.os_error))
+            return connection_failure(
+                f"cannot connect to {_without_userinfo(self._url)} "
+                f"(model {self._model_id}): {cause}",
+                latency_s=latency_s,
+            )
         # ClientConnectionError, ClientPayloadError (body cut short), OSError, the rest.
         return connection_failure(self._describe(exc), latency_s=latency_s)
 
     def _describe(self, exc: BaseException) -> str:
-        text = " ".join(str(exc).split())[:200]
-        return self._scrub(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
-
-    def _scrub(self, text: str) -> str:
-        if self._key is not None:
-            text = text.replace(self._key.reveal(), _REDACTED)
-        return text
+        text = self._scrub(" ".join(str(exc).split()))[:200]  # scrub first, then cut
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _read_key(model: ModelConfig) -> _Secret | None:
@@ -199,12 +250,32 @@ def _read_key(model: ModelConfig) -> _Secret | None:
     return _Secret(value.strip())
 
 
-def _completion(parsed: ParsedCompletion, latency_s: float, ttft_s: float | None) -> Completion:
-    return Completion(
-        text=parsed.text,
-        latency_s=latency_s,
-        ttft_s=ttft_s,
-        prompt_tokens=parsed.prompt_tokens,
-        completion_tokens=parsed.completion_tokens,
-        top_logprobs=parsed.top_logprobs,
-    )
+def _without_userinfo(url: str) -> str:
+    """The URL as shown in errors: a ``user:password@`` in it is the operator's secret."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def _read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The body, or ``BodyTooLarge`` once more than ``cap`` bytes arrived (or are announced)."""
+    if response.content_length is not None and response.content_length > cap:
+        raise BodyTooLarge()
+    body = bytearray()
+    while chunk := await response.content.read(_READ_CHUNK):
+        body += chunk
+        if len(body) > cap:
+            raise BodyTooLarge()
+    return bytes(body)
+
+
+async def _read_prefix(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body (the connection is closed after an error)."""
+    body = bytearray()
+    while len(body) < limit and (chunk := await response.content.read(limit - len(body))):
+        body += chunk
+    return bytes(body)

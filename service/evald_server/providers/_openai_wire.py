@@ -2,12 +2,16 @@
 
 Pure functions and one small accumulator for server-sent events, no I/O. A parse
 problem raises ``MalformedResponse``; the adapter turns it into PROVIDER_BAD_RESPONSE.
+Everything read from ``choices[0]`` goes through ``_choice_fields`` (streamed deltas
+and whole messages alike), so a new per-choice field is parsed in one place.
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evald_server.domain import FinishReason
 from evald_server.providers._base import ProviderRequest
 from evald_server.providers._logprobs import TopLogprobs, first_token_alternatives, logprob_fields
 
@@ -58,29 +62,42 @@ class ParsedCompletion:
     text: str
     prompt_tokens: int | None
     completion_tokens: int | None
+    finish_reason: FinishReason = FinishReason.UNKNOWN
     top_logprobs: TopLogprobs | None = None
 
 
-def parse_completion(raw: bytes) -> ParsedCompletion:
-    """``choices[0].message.content`` and the usage counts of a non-streamed answer."""
+def parse_completion(raw: bytes, *, max_answer_bytes: int | None = None) -> ParsedCompletion:
+    """``choices[0].message.content``, finish_reason and usage of a non-streamed answer."""
     data = _load_object(raw)
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+    choice = _first_choice(data.get("choices"))
+    if choice is None:
         raise MalformedResponse("no choices[0]")
-    message = choices[0].get("message")
+    message = choice.get("message")
     if not isinstance(message, dict):
         raise MalformedResponse("choices[0] has no message")
+    text = _content(message.get("content"))
+    if max_answer_bytes is not None and len(text.encode()) > max_answer_bytes:
+        raise AnswerTooLarge(max_answer_bytes)
     prompt_tokens, completion_tokens = _usage(data.get("usage"))
-    return ParsedCompletion(
-        _content(message.get("content")),
-        prompt_tokens,
-        completion_tokens,
-        first_token_alternatives(choices[0]),
-    )
+    reason = FinishReason.parse(choice.get("finish_reason"))
+    alternatives = first_token_alternatives(choice)
+    return ParsedCompletion(text, prompt_tokens, completion_tokens, reason, alternatives)
 
 
-def error_detail(raw: bytes, limit: int = 200) -> str:
-    """A short, single-line excerpt of an error body (``error.message`` when present)."""
+class AnswerTooLarge(MalformedResponse):
+    """The answer's content exceeds the model's ``max_answer_bytes``."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"answer content exceeds max_answer_bytes ({cap} bytes); reading stopped")
+        self.cap = cap
+
+
+def error_detail(raw: bytes, limit: int = 200, scrub: Callable[[str], str] = str) -> str:
+    """A short, single-line excerpt of an error body (``error.message`` when present).
+
+    ``scrub`` runs on the whole text *before* it is cut, so that a secret straddling
+    the cut cannot leave a prefix behind.
+    """
     text = raw.decode("utf-8", errors="replace")
     try:
         data = json.loads(text)
@@ -92,7 +109,7 @@ def error_detail(raw: bytes, limit: int = 200) -> str:
             text = error["message"]
         elif isinstance(error, str):
             text = error
-    text = " ".join(text.split())
+    text = scrub(" ".join(text.split()))
     return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
@@ -101,15 +118,28 @@ class StreamAccumulator:
     """Collects an SSE chat-completion stream line by line.
 
     ``feed`` returns ``True`` for a content delta that is not empty, so the caller can
-    take the time to first token there; ``done`` is set by ``data: [DONE]``.
+    take the time to first token there; ``done`` is set by ``data: [DONE]``. The content
+    kept is bounded by ``max_answer_bytes``: one byte more raises ``AnswerTooLarge``.
+
+    A stream is an answer only once a choice carried a ``finish_reason``: llama.cpp's
+    servers end a stream they interrupt (for the next request) with a bare ``[DONE]``,
+    which is not the end of an answer but the loss of one.
     """
 
+    max_answer_bytes: int | None = None
     parts: list[str] = field(default_factory=list)
+    content_bytes: int = 0
+    events: int = 0  # data events other than [DONE]
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    finished: bool = False  # a choice carried a finish_reason
+    finish_reason: FinishReason | None = None
     done: bool = False
     top_logprobs: TopLogprobs | None = None  # from the first chunk that has any
+
+    @property
+    def finished(self) -> bool:
+        """A choice carried a finish_reason."""
+        return self.finish_reason is not None
 
     def feed(self, line: bytes) -> bool:
         line = line.strip()
@@ -121,33 +151,52 @@ class StreamAccumulator:
             self.done = True
             return False
         chunk = _load_object(payload)
+        self.events += 1
         if "error" in chunk:
             raise MalformedResponse(f"error event in stream: {error_detail(payload)}")
         if chunk.get("usage") is not None:
             self.prompt_tokens, self.completion_tokens = _usage(chunk["usage"])
-        choices = chunk.get("choices")
-        if not choices:
-            return False  # the final usage chunk has an empty choices list
-        if not isinstance(choices, list) or not isinstance(choices[0], dict):
-            raise MalformedResponse("chunk choices is not a list of objects")
-        if choices[0].get("finish_reason"):
-            self.finished = True
+        # The final usage chunk has an empty choices list.
+        choice = _first_choice(chunk.get("choices"))
+        if choice is None:
+            return False
+        if choice.get("finish_reason"):
+            self.finish_reason = FinishReason.parse(choice["finish_reason"])
         if self.top_logprobs is None:
-            self.top_logprobs = first_token_alternatives(choices[0])
-        delta = choices[0].get("delta")
+            self.top_logprobs = first_token_alternatives(choice)
+        delta = choice.get("delta")
         if not isinstance(delta, dict):
             return False
         content = _content(delta.get("content"))
-        if content:
-            self.parts.append(content)
-            return True
-        return False
+        if not content:
+            return False
+        self.content_bytes += len(content.encode())
+        if self.max_answer_bytes is not None and self.content_bytes > self.max_answer_bytes:
+            raise AnswerTooLarge(self.max_answer_bytes)
+        self.parts.append(content)
+        return True
 
     def result(self) -> ParsedCompletion:
-        if not (self.done or self.finished):
-            raise MalformedResponse("stream ended before [DONE] or a finish_reason")
+        """The answer, or ``MalformedResponse`` for a stream that did not finish one."""
+        if self.events == 0:
+            raise MalformedResponse(
+                "stream had no chunks" + (" (only [DONE])" if self.done else "")
+            )
+        if self.finish_reason is None and self.done:
+            raise MalformedResponse(
+                f"stream ended with [DONE] but no finish_reason after {self.events} chunks "
+                "(the provider interrupted the answer)"
+            )
+        if self.finish_reason is None:
+            raise MalformedResponse(
+                f"stream ended before [DONE] or a finish_reason after {self.events} chunks"
+            )
         return ParsedCompletion(
-            "".join(self.parts), self.prompt_tokens, self.completion_tokens, self.top_logprobs
+            "".join(self.parts),
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.finish_reason,
+            self.top_logprobs,
         )
 
 
@@ -159,6 +208,14 @@ def _load_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise MalformedResponse(f"expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def _first_choice(choices: object) -> dict[str, Any] | None:
+    if not choices:
+        return None
+    if not isinstance(choices, list) or not isinstance(choices[0], dict):
+        raise MalformedResponse("choices is not a list of objects")
+    return choices[0]
 
 
 def _content(value: object) -> str:

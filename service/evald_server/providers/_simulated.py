@@ -90,6 +90,7 @@ class SimulatedProvider:
             top_logprobs=((words[0], math.log(0.9)),)
             if request.top_logprobs is not None and words
             else None,
+            finish_reason="stop",
         )
 
     async def aclose(self) -> None:

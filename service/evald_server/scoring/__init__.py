@@ -38,7 +38,7 @@ from evald_server.scoring._payloads import (
     WorstExample,
 )
 from evald_server.scoring._pool import ScoringPool
-from evald_server.scoring._registry import Scorer, score_task, scorer_for
+from evald_server.scoring._registry import Scorer, score_task, scorer_dependencies, scorer_for
 from evald_server.scoring._sample_scores import SampleScores
 from evald_server.scoring._types import (
     IntervalMethod,
@@ -86,5 +86,6 @@ __all__ = [
     "WorstExample",
     "read_samples",
     "score_task",
+    "scorer_dependencies",
     "scorer_for",
 ]

@@ -69,6 +69,8 @@ class BaseScorer(ABC):
     version: ClassVar[str]
     task_type: ClassVar[TaskType]
     primary_metric: ClassVar[str]  # per-sample score used for worst examples and repeats
+    # The distributions whose code computes the numbers (recorded in the provenance).
+    libraries: ClassVar[tuple[str, ...]] = ("numpy",)
 
     @property
     def scorer_id(self) -> str:

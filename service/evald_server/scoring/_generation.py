@@ -3,8 +3,10 @@
 * ``exact``: output and reference are equal after casefolding and collapsing
   whitespace (punctuation counts: "Paris." is not "Paris").
 * ``contains``: the reference, normalised the same way, occurs in the output.
-* ``regex``: ``re.search(reference, output)`` finds a match (no flags; the raw
-  output). A reference that does not compile is flagged ``invalid_regex`` and wrong.
+* ``regex``: the reference, compiled by RE2 (linear time, whatever the pattern:
+  ``datasets.compile_regex``), finds a match anywhere in the raw output (no flags).
+  Uploads refuse patterns RE2 cannot compile; one that still does not (a dataset
+  stored before) is flagged ``invalid_regex`` and wrong.
 * ``numeric``: the last number in the output (``-?\\d[\\d,]*(\\.\\d+)?``, thousands
   commas removed) equals the reference's number — the number after ``####`` in a
   GSM8K-style reference, else its last number — within ``math.isclose(rel_tol=1e-9,
@@ -15,13 +17,18 @@ The headline metric is ``accuracy`` over all scored samples, whatever their mode
 """
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from evald_server.datasets import last_number, reference_number
+from evald_server.datasets import (
+    CompiledRegex,
+    InvalidRegex,
+    compile_regex,
+    last_number,
+    reference_number,
+)
 from evald_server.domain import TaskType
 from evald_server.scoring._common import BaseScorer, Evaluation, Row
 from evald_server.scoring._intervals import FloatArray
@@ -41,13 +48,13 @@ class _Matcher:
     """The match rules, with compiled patterns cached per reference."""
 
     def __init__(self) -> None:
-        self._patterns: dict[str, re.Pattern[str] | None] = {}
+        self._patterns: dict[str, CompiledRegex | None] = {}
 
-    def _pattern(self, reference: str) -> re.Pattern[str] | None:
+    def _pattern(self, reference: str) -> CompiledRegex | None:
         if reference not in self._patterns:
             try:
-                self._patterns[reference] = re.compile(reference)
-            except (re.error, RecursionError, OverflowError):
+                self._patterns[reference] = compile_regex(reference)
+            except InvalidRegex:
                 self._patterns[reference] = None
         return self._patterns[reference]
 
@@ -74,7 +81,8 @@ class _Matcher:
 
 class GenerationScorer(BaseScorer):
     name = "generation"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: regex references matched by RE2
+    libraries = ("numpy", "google-re2")
     task_type = TaskType.GENERATION
     primary_metric = "correct"
 

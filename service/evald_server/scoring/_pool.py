@@ -6,6 +6,13 @@ worker process of its own (at most ``max_workers`` at once, spawned on demand an
 reused while healthy); on a timeout or a cancellation that worker is killed and
 replaced, and no other job is touched. Workers are started with ``spawn``: a fork of a
 process that runs gRPC threads is unsafe.
+
+Fairness: a job starts on one of ``max_workers`` shared slots. Once it has run for
+``long_after_s`` it moves, if there is room, to the *long lane* (``max_workers`` more
+slots) and gives its shared slot back: one slow task (a huge summarization, a costly
+scorer) keeps its worker and its budget, but can no longer make every other tenant's
+task wait for it; the OS shares the CPU between them. Each job is bounded by its own
+``timeout_s`` (the run's scoring budget) whichever lane it is in.
 """
 
 import contextlib
@@ -34,6 +41,7 @@ _END = "end"  # the last message of a job
 _PAGE = 2000  # samples per message when they are given in memory
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 5.0
+_LANE_POLL_S = 0.25  # how often a job waiting for its reply checks its lane
 
 
 def default_workers() -> int:
@@ -143,6 +151,39 @@ class _Worker:
             self.kill()
 
 
+class _Lease:
+    """A job's slot: a shared one, then (after ``long_after_s``) one of the long lane."""
+
+    def __init__(
+        self, shared: anyio.CapacityLimiter, long_lane: anyio.CapacityLimiter, long_after_s: float
+    ) -> None:
+        self._shared = shared
+        self._long_lane = long_lane
+        self._held = shared
+        self._long_after_s = long_after_s
+        self._since = 0.0
+
+    async def acquire(self) -> None:
+        await self._shared.acquire_on_behalf_of(self)
+        self._since = anyio.current_time()
+
+    def move_if_long(self) -> None:
+        """Give the shared slot back once the job is long and the long lane has room."""
+        if self._held is self._long_lane:
+            return
+        if anyio.current_time() - self._since < self._long_after_s:
+            return
+        try:
+            self._long_lane.acquire_on_behalf_of_nowait(self)
+        except anyio.WouldBlock:
+            return  # the long lane is full: keep the shared slot, try again later
+        self._shared.release_on_behalf_of(self)
+        self._held = self._long_lane
+
+    def release(self) -> None:
+        self._held.release_on_behalf_of(self)
+
+
 class ScoringPool:
     """Runs ``score_task`` in worker processes with a time budget per task.
 
@@ -157,14 +198,17 @@ class ScoringPool:
         scorers: Mapping[TaskType, Scorer] | None = None,
         worst_k: int = 5,
         resamples: int = 1000,
+        long_after_s: float = 2.0,
     ) -> None:
         max_workers = default_workers() if max_workers is None else max_workers
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._context = multiprocessing.get_context("spawn")
         self._slots = anyio.CapacityLimiter(max_workers)
+        self._long_lane = anyio.CapacityLimiter(max_workers)
+        self._long_after_s = long_after_s
         # Own thread limiter: jobs never wait for (or starve) the default thread pool.
-        self._threads = anyio.CapacityLimiter(max_workers + 2)
+        self._threads = anyio.CapacityLimiter(2 * max_workers + 2)
         self._scorers = dict(scorers or {})
         self._worst_k = worst_k
         self._resamples = resamples
@@ -193,12 +237,14 @@ class ScoringPool:
         scorer = self._scorers.get(task_type) or scorer_for(task_type)
         name = f"{scorer.name}@{scorer.version}"
         job = _Job(self._scorers.get(task_type), task_type, seed, self._worst_k, self._resamples)
-        async with self._slots:
+        lease = _Lease(self._slots, self._long_lane, self._long_after_s)
+        await lease.acquire()
+        try:
             worker = await self._checkout(name)
             healthy = False
             try:
                 with anyio.fail_after(timeout_s) as budget:
-                    reply = await self._exchange(worker, job, samples, budget)
+                    reply = await self._exchange(worker, job, samples, budget, lease)
                 healthy = True
             except _SourceFailed as failed:
                 raise failed.error from None  # the worker holds half a job: killed below
@@ -226,6 +272,8 @@ class ScoringPool:
                 ) from exc
             finally:
                 self._checkin(worker, healthy)
+        finally:
+            lease.release()
         if reply[0] == "ok":
             report: ScoreReport = reply[1]
             return report
@@ -237,12 +285,17 @@ class ScoringPool:
             scorer=name,
         )
 
+    def lane_stats(self) -> tuple[int, int]:
+        """Jobs in (the shared slots, the long lane) right now."""
+        return int(self._slots.borrowed_tokens), int(self._long_lane.borrowed_tokens)
+
     async def _exchange(
         self,
         worker: _Worker,
         job: _Job,
         samples: Sequence[ScoringSample] | SampleSource,
         budget: anyio.CancelScope,
+        lease: "_Lease",
     ) -> Any:
         """Send the job and its pages, then wait for the reply (in threads: pipes block)."""
         await self._in_thread(worker.conn.send, job)
@@ -266,6 +319,8 @@ class ScoringPool:
                 await self._in_thread(worker.conn.send, page)
                 del page
         await self._in_thread(worker.conn.send, _END)
+        while not await self._in_thread(worker.conn.poll, _LANE_POLL_S):
+            lease.move_if_long()  # the worker is still scoring
         return await self._in_thread(worker.conn.recv)
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -1,6 +1,7 @@
 """The scorer registry: one versioned scorer per task type, and ``score_task``."""
 
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Protocol
 
 from evald_server.domain import TaskType
@@ -63,3 +64,15 @@ def score_task(
 ) -> ScoreReport:
     """Score one task's samples (those with ``output is None`` are counted as skipped)."""
     return scorer_for(task_type).score(samples, seed=seed, worst_k=worst_k, resamples=resamples)
+
+
+def scorer_dependencies(task_type: TaskType) -> dict[str, str]:
+    """``{distribution: version}`` of the libraries behind the scorer of ``task_type``."""
+    libraries: Sequence[str] = getattr(scorer_for(task_type), "libraries", ())
+    versions = {}
+    for name in libraries:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions

@@ -78,6 +78,7 @@ class SummarizationScorer(BaseScorer):
     version = "1.0.0"
     task_type = TaskType.SUMMARIZATION
     primary_metric = "rouge_l"
+    libraries = ("numpy", "rouge-score", "nltk")  # nltk: rouge-score's Porter stemmer
 
     def expected_text(self, record: Mapping[str, Any]) -> str:
         return str(record["summary"])

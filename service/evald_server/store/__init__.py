@@ -34,6 +34,7 @@ from evald_server.store._records import (
 from evald_server.store._schema import LATEST_VERSION, MIGRATIONS, migrate, schema_version
 from evald_server.store._sql_transitions import derive_run_state
 from evald_server.store._sqlite import SqliteStore, now
+from evald_server.store._store_file import StoreLocked, StoreLost
 
 __all__ = [
     "COUNTER_COLUMNS",
@@ -62,6 +63,8 @@ __all__ = [
     "StateCounts",
     "Store",
     "StoreError",
+    "StoreLocked",
+    "StoreLost",
     "SubtaskOutcome",
     "SubtaskRow",
     "TaskFinish",

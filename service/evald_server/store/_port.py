@@ -48,6 +48,9 @@ class Store(Protocol):
     owner: str  # this process's claim owner id
 
     async def close(self) -> None: ...
+    def problem(self) -> str | None:
+        """Why the store can no longer be written (e.g. its file was deleted), or None."""
+        ...
 
     # Datasets (immutable once created).
     async def create_dataset(
@@ -117,7 +120,13 @@ class Store(Protocol):
         states: Sequence[SubtaskState],
         after_row: int,
         limit: int,
-    ) -> list[SubtaskRow]: ...
+        *,
+        output_chars: int | None = None,
+    ) -> list[SubtaskRow]:
+        """``output_chars``: read at most that many characters of each output (its full
+        size in bytes is then in ``SubtaskRow.output_bytes``)."""
+        ...
+
     async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]: ...
     async def profile_inputs(self, task_id: str) -> ProfileInputs: ...
     async def finish_task(self, finish: TaskFinish) -> FinishReport: ...

@@ -232,6 +232,7 @@ class SubtaskOutcome:
     rate_limited: bool = False
     # The first token's (token, log-probability) alternatives, when they were asked for.
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    finish_reason: str | None = None  # with an output: why generation stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +308,8 @@ class SubtaskRow:
     updated_at: float = 0.0
     run_id: str = ""
     model_id: str = ""
+    finish_reason: str | None = None
+    output_bytes: int | None = None  # the full output's size, where the read cut it
 
     @property
     def subtask_id(self) -> str:
@@ -372,3 +375,8 @@ class ProfileInputs:
     finished_at: float | None
     # (last error reason, count) of the failed_permanent subtasks, most frequent first
     failure_reasons: tuple[tuple[str, int], ...] = ()
+    truncated: int = 0  # succeeded with finish_reason "length"
+    empty: int = 0  # succeeded with an empty answer
+    usage_unknown: int = 0  # succeeded without usage from the provider
+    decode_tokens: int = 0  # completion tokens of streamed calls with usage and a TTFT
+    decode_time_s: float = 0.0  # their latency − TTFT, summed

@@ -149,10 +149,12 @@ _V3 = (
         WHERE state = 'failed'""",
 )
 
-# Version 4: a dataset's chat prompt options (system message, k-shot examples), and a
-# subtask's first-token log-probabilities (JSON [[token, logprob], ...]) where a run
-# scores multiple choice by them.
+# Version 4: why generation stopped (stop / length / content_filter / tool_calls /
+# unknown), stored with each successful answer; a dataset's chat prompt options (system
+# message, k-shot examples); a subtask's first-token log-probabilities (JSON
+# [[token, logprob], ...]) where a run scores multiple choice by them.
 _V4 = (
+    "ALTER TABLE subtasks ADD COLUMN finish_reason TEXT",
     "ALTER TABLE datasets ADD COLUMN prompt_options TEXT",
     "ALTER TABLE subtasks ADD COLUMN top_logprobs TEXT",
 )

@@ -145,7 +145,8 @@ _UPDATE_OUTCOME = (
     "output = COALESCE(?, output), prompt_tokens = COALESCE(?, prompt_tokens), "
     "completion_tokens = COALESCE(?, completion_tokens), latency_s = COALESCE(?, latency_s), "
     "ttft_s = COALESCE(?, ttft_s), first_error = COALESCE(first_error, ?), "
-    "last_error = COALESCE(?, last_error), top_logprobs = COALESCE(?, top_logprobs) "
+    "last_error = COALESCE(?, last_error), top_logprobs = COALESCE(?, top_logprobs), "
+    "finish_reason = COALESCE(?, finish_reason) "
     "WHERE row_id = ?"
 )
 
@@ -209,6 +210,7 @@ def complete(
                     error,
                     error,
                     None if outcome.top_logprobs is None else dumps(outcome.top_logprobs),
+                    outcome.finish_reason,
                     outcome.row_id,
                 )
             )

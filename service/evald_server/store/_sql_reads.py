@@ -112,7 +112,7 @@ _SUBTASK_COLUMNS = (
     "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
     "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
     "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
-    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id"
+    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason"
 )
 
 
@@ -144,6 +144,8 @@ def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
         updated_at=row[21],
         run_id=row[22],
         model_id=row[23],
+        finish_reason=row[24],
+        output_bytes=row[25] if len(row) > 25 else None,
     )
 
 
@@ -165,13 +167,15 @@ def run_subtasks(
     states: Sequence[SubtaskState],
     after_row: int,
     limit: int,
+    output_chars: int | None = None,
 ) -> list[SubtaskRow]:
-    """One page of a run's subtasks, optionally of one task, in run order."""
+    """One page of a run's subtasks, optionally of one task, in run order; with
+    ``output_chars``, each output cut to that many characters inside SQLite (a huge
+    answer never leaves the database whole) and its full byte size read beside it."""
+    where, params = "s.run_id = ?", [run_id]
     if task_id is not None:
-        return _subtasks(
-            conn, "s.run_id = ? AND s.task_id = ?", [run_id, task_id], states, after_row, limit
-        )
-    return _subtasks(conn, "s.run_id = ?", [run_id], states, after_row, limit)
+        where, params = "s.run_id = ? AND s.task_id = ?", [run_id, task_id]
+    return _subtasks(conn, where, params, states, after_row, limit, output_chars)
 
 
 def _subtasks(
@@ -181,9 +185,15 @@ def _subtasks(
     states: Sequence[SubtaskState],
     after_row: int,
     limit: int,
+    output_chars: int | None = None,
 ) -> list[SubtaskRow]:
+    columns = _SUBTASK_COLUMNS
+    if output_chars is not None:
+        cut = f"substr(s.output, 1, {int(output_chars)})"
+        columns = columns.replace("s.output,", f"{cut},", 1)
+        columns += ", length(CAST(s.output AS BLOB))"
     sql = (
-        f"SELECT {_SUBTASK_COLUMNS} FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+        f"SELECT {columns} FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
         f"WHERE {where} AND s.row_id > ?"
     )
@@ -232,6 +242,17 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
         "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = ? AND state = 'succeeded'",
         (task_id,),
     ).fetchall()
+    answers = conn.execute(
+        "SELECT COALESCE(SUM(finish_reason = 'length'), 0), "
+        "COALESCE(SUM(COALESCE(output, '') = ''), 0), "
+        "COALESCE(SUM(completion_tokens IS NULL), 0), "
+        "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
+        "THEN completion_tokens END), 0), "
+        "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
+        "AND completion_tokens IS NOT NULL THEN latency_s - ttft_s END), 0) "
+        "FROM subtasks WHERE task_id = ? AND state = 'succeeded'",
+        (task_id,),
+    ).fetchone()
     task = get_task(conn, task_id)
     assert task is not None
     reasons = conn.execute(
@@ -252,6 +273,11 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
         started_at=task.started_at,
         finished_at=task.finished_at,
         failure_reasons=tuple((str(r[0]), int(r[1])) for r in reasons),
+        truncated=int(answers[0]),
+        empty=int(answers[1]),
+        usage_unknown=int(answers[2]),
+        decode_tokens=int(answers[3]),
+        decode_time_s=float(answers[4]),
     )
 
 

@@ -7,6 +7,10 @@ repeating those calls (the rows go back to pending), never an inconsistent datab
 (WAL commits are atomic). ``?synchronous=full`` in the URL fsyncs every commit instead,
 for deployments where a repeated call is worse than a slower commit; group commit keeps
 that affordable.
+
+One process per file: ``open`` takes the store's OS lock (``StoreFileGuard``) before
+anything touches the file and holds it until ``close``; every write first checks that
+the file is still the one that was opened.
 """
 
 import sqlite3
@@ -16,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
+
+import anyio
 
 from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
 from evald_server.store import _sql_claim as claim
@@ -50,6 +56,7 @@ from evald_server.store._records import (
 from evald_server.store._schema import migrate
 from evald_server.store._sql_common import append_events, transaction
 from evald_server.store._sql_metrics import state_counts
+from evald_server.store._store_file import StoreFileGuard, StoreLost
 
 T = TypeVar("T")
 
@@ -80,16 +87,32 @@ class SqliteStore:
             DbThread(f"evald-store-reader-{i}", self._connect_reader) for i in range(readers)
         ]
         self._next_reader = 0
+        self._guard = StoreFileGuard(path)
 
     @classmethod
     async def open(
         cls, path: Path, *, synchronous: str = "normal", events_retained_per_run: int = 100_000
     ) -> "SqliteStore":
         store = cls(path, synchronous=synchronous, events_retained_per_run=events_retained_per_run)
-        await store._writer.start()  # creates the file and migrates before readers open it
-        for reader in store._readers:
-            await reader.start()
+        store._guard.acquire()  # StoreLocked when another server has this file
+        try:
+            await store._writer.start()  # creates the file and migrates before readers open it
+            for reader in store._readers:
+                await reader.start()
+            store._guard.remember_identity()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await store.close()
+            raise
         return store
+
+    def problem(self) -> str | None:
+        """Why this store can no longer be written (its file deleted or replaced), or None."""
+        try:
+            self._guard.verify()
+        except StoreLost as lost:
+            return str(lost)
+        return None
 
     @classmethod
     async def from_url(cls, url: str, *, events_retained_per_run: int = 100_000) -> "SqliteStore":
@@ -110,8 +133,15 @@ class SqliteStore:
 
     def _connect_writer(self) -> sqlite3.Connection:
         conn = self._connect()
-        conn.execute("PRAGMA journal_mode = WAL")
-        migrate(conn)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            migrate(conn)
+        except sqlite3.OperationalError as exc:  # e.g. a read-only file seen only now
+            conn.close()
+            raise StoreError(f"cannot write the store {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:  # not a database, or a corrupt one
+            conn.close()
+            raise StoreError(f"the store {self.path} is not a usable SQLite file: {exc}") from exc
         return conn
 
     def _connect_reader(self) -> sqlite3.Connection:
@@ -136,8 +166,10 @@ class SqliteStore:
         for reader in self._readers:
             await reader.close()
         await self._writer.close()
+        self._guard.release()
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        self._guard.verify()  # a write into a deleted or replaced file would be lost
         return await self._writer.call(fn, *args)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
@@ -259,8 +291,12 @@ class SqliteStore:
         states: Sequence[SubtaskState],
         after_row: int,
         limit: int,
+        *,
+        output_chars: int | None = None,
     ) -> list[SubtaskRow]:
-        return await self._read(reads.run_subtasks, run_id, task_id, states, after_row, limit)
+        return await self._read(
+            reads.run_subtasks, run_id, task_id, states, after_row, limit, output_chars
+        )
 
     async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
         return await self._read(reads.task_outputs, task_id, after_row, limit)

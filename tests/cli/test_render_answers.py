@@ -1,0 +1,45 @@
+"""The samples and results tables show why generation stopped and what was cut."""
+
+import io
+
+from rich.console import Console
+
+from evald.v1 import sample_pb2
+from evald_cli._render import results_tables, samples_table
+from evald_client import FinishReason
+from evald_client import _convert as convert
+from tests.client import _protos
+
+
+def _text(table: object) -> str:
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(table)
+    return out.getvalue()
+
+
+def test_the_samples_table_has_a_stop_column() -> None:
+    cut = _protos.sample(1)
+    cut.finish_reason = sample_pb2.FINISH_REASON_LENGTH
+    cut.usage_reported = True
+    old = _protos.sample(2)  # from a server before finish_reason was kept
+    samples = [convert.sample_from_proto(m) for m in (cut, old)]
+    assert samples[0].finish_reason is FinishReason.LENGTH
+    assert samples[1].finish_reason is FinishReason.UNSPECIFIED
+    # An old server's real counts stay known; only a 1.1 server can say "unknown".
+    assert samples[1].prompt_tokens == 10
+    unknown = _protos.sample(3)
+    unknown.prompt_tokens = unknown.completion_tokens = 0
+    assert convert.sample_from_proto(unknown).prompt_tokens is None
+    table = samples_table(samples, {})
+    assert [c.header for c in table.columns][3:5] == ["output", "stop"]
+    rows = _text(table).splitlines()
+    assert any("rec-1" in row and "length" in row for row in rows)
+
+
+def test_the_results_table_shows_cut_and_empty_answers() -> None:
+    message = _protos.result("t-1", "m-1")
+    message.execution_profile.samples_truncated = 4
+    message.execution_profile.samples_empty = 1
+    (table,) = results_tables([convert.result_from_proto(message)])
+    assert "cut/empty" in [c.header for c in table.columns]
+    assert "4/1" in _text(table)
