@@ -21,6 +21,7 @@ from evald_server.engine._committer import Committer
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub
 from evald_server.engine._executor import TaskContext
+from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
 from evald_server.engine._progress import RunEvent
 from evald_server.engine._progress_tracker import ProgressTracker
@@ -189,6 +190,10 @@ class Engine:
 
     def limiter_stats(self) -> list[LimitStats]:
         return self.limiter.stats()
+
+    def lane_states(self) -> list[LaneState]:
+        """Per configured model: buffered work, calls in flight, waiting limits, errors."""
+        return self.dispatcher.lane_states()
 
     # -- callbacks -----------------------------------------------------------------------
 
