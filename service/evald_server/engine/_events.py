@@ -6,6 +6,14 @@ of recent events, and wakes waiting subscribers. A subscriber *pulls*: it reads 
 ring when the ring covers its cursor and the store otherwise, at its own pace, so a
 slow subscriber holds no queue at all and can never slow the engine. Its cursor makes
 delivery gap-free and duplicate-free whatever order events are published in.
+
+The ring's invariant: it holds a contiguous run of seqs ending at the channel's
+``last_seq``, and ``last_seq`` moves only when events are *published*. A subscriber
+that reads the store may see events committed but not yet published (the engine
+publishes after its commit returns); those never move ``last_seq`` ahead of the ring,
+or another subscriber would take the ring's silence for "nothing new" and skip them.
+A subscriber idle for a heartbeat reads the store again, so an event whose publish
+never came is still delivered.
 """
 
 import time
@@ -30,9 +38,12 @@ class _Channel:
     changed: anyio.Event = field(default_factory=anyio.Event)
 
     def since(self, cursor: int) -> list[EventRow] | None:
-        """Events after ``cursor`` from the ring; None when the ring does not reach back."""
+        """Published events after ``cursor`` from the ring; None when the ring does not
+        reach back that far (the store has them)."""
+        if cursor >= self.last_seq:
+            return []
         if not self.ring or self.ring[0].seq > cursor + 1:
-            return None if self.last_seq > cursor else []
+            return None
         return [e for e in self.ring if e.seq > cursor]
 
 
@@ -100,7 +111,6 @@ class EventHub:
                     events = await self._store.read_events(run_id, cursor, _PAGE)
                     if events and events[0].seq != cursor + 1:
                         _check_retained(run_id, cursor, events[0].seq)
-                    channel.last_seq = max(channel.last_seq, events[-1].seq if events else 0)
                 for row in events:
                     event = RunEvent.from_row(row)
                     yield event
@@ -112,6 +122,7 @@ class EventHub:
                 with anyio.move_on_after(self._heartbeat_s) as idle:
                     await waiter.wait()
                 if idle.cancelled_caught:
+                    from_store = True  # a safety net: never rely on a publish alone
                     yield RunEvent.heartbeat(run_id, cursor, time.time())
         finally:
             channel.subscribers -= 1
