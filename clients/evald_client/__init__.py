@@ -42,6 +42,7 @@ from evald_client._errors import (
 )
 from evald_client._events import (
     Heartbeat,
+    ModelActivity,
     Progress,
     RunEvent,
     SampleFailed,
@@ -117,6 +118,7 @@ __all__ = [
     "MetricInterval",
     "MetricUncertainty",
     "Model",
+    "ModelActivity",
     "ModelIdentity",
     "NerPayload",
     "NotFound",

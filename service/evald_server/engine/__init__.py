@@ -4,6 +4,7 @@ as each task finishes, and per-run event streams. Imports no grpc."""
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub
 from evald_server.engine._executor import TaskContext
+from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import (
     MODEL_LIMIT,
     RUN_LIMIT,
@@ -14,7 +15,13 @@ from evald_server.engine._limits import (
     check_limit,
 )
 from evald_server.engine._profile import build_profile, percentile
-from evald_server.engine._progress import RunEvent, RunProgress, SampleFailure, TaskProgress
+from evald_server.engine._progress import (
+    ModelActivity,
+    RunEvent,
+    RunProgress,
+    SampleFailure,
+    TaskProgress,
+)
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
@@ -37,9 +44,11 @@ __all__ = [
     "Engine",
     "EventHub",
     "ExecutionProfile",
+    "LaneState",
     "Limit",
     "LimitStats",
     "Limiter",
+    "ModelActivity",
     "ModelIdentity",
     "Provenance",
     "RetryPolicy",

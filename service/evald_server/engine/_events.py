@@ -18,7 +18,7 @@ never came is still delivered.
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -76,7 +76,7 @@ class EventHub:
             channel.changed.set()
             channel.changed = anyio.Event()
 
-    async def subscribe(self, run_id: str, after_seq: int) -> AsyncIterator[RunEvent]:
+    async def subscribe(self, run_id: str, after_seq: int) -> AsyncGenerator[RunEvent, None]:
         """Events with seq > ``after_seq``, then live ones, ending after the terminal one.
 
         Raises ``OutOfRange`` (WATCH_SEQ_EXPIRED, metadata ``oldestSeq``) when events
@@ -96,7 +96,9 @@ class EventHub:
             return _nothing()  # the client has seen the end already
         return self._follow(run_id, after_seq, run.last_seq)
 
-    async def _follow(self, run_id: str, cursor: int, last_seq: int) -> AsyncIterator[RunEvent]:
+    async def _follow(
+        self, run_id: str, cursor: int, last_seq: int
+    ) -> AsyncGenerator[RunEvent, None]:
         channel = self._channels.get(run_id)
         if channel is None:
             channel = self._channels[run_id] = _Channel(last_seq=last_seq)
@@ -135,7 +137,7 @@ class EventHub:
         return run is None or run.terminal_seq == seq or run.last_seq == seq
 
 
-async def _nothing() -> AsyncIterator[RunEvent]:
+async def _nothing() -> AsyncGenerator[RunEvent, None]:
     return
     yield  # an async generator that yields nothing
 

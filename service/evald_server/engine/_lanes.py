@@ -38,6 +38,7 @@ class LaneState:
     consecutive_failures: int  # failed calls in a row since the last success
     buffered_by_run: tuple[tuple[str, int], ...] = ()
     in_flight_by_run: tuple[tuple[str, int], ...] = ()
+    runs: tuple[str, ...] = ()  # runs with work in this lane (buffered, in flight, ready)
 
     def stalled(self, now: float, after_s: float) -> bool:
         return self.idle_since is not None and now - self.idle_since >= after_s
@@ -239,4 +240,5 @@ class Lane:
             consecutive_failures=self.consecutive_failures,
             buffered_by_run=tuple((r, len(b)) for r, b in self.buffers.items() if b),
             in_flight_by_run=tuple(self.in_flight_by_run.items()),
+            runs=tuple(sorted({*self.runs, *self.buffers, *self.in_flight_by_run})),
         )
