@@ -101,9 +101,9 @@ async def follow(client: AsyncEvaldClient, run: Run, out: Console) -> Run:
 
 async def _finish(client: AsyncEvaldClient, run: Run, out: Console) -> int:
     final = await follow(client, run, out)
-    if final.state in _GOOD_END:
-        for table in results_tables(await client.results(final.run_id)):
-            out.print(table)
+    # Failed and cancelled runs too: their results say why (failure reasons).
+    for table in results_tables(await client.results(final.run_id)):
+        out.print(table)
     out.print(f"run {final.run_id}: {final.state.value}", markup=False, highlight=False)
     return 0 if final.state in _GOOD_END else 1
 

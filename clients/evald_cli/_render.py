@@ -131,6 +131,9 @@ def results_tables(results: Iterable[TaskResult]) -> list[Table]:
             table.add_column(metric, justify="right")
         for column in ("ok/total", "p50 ms", "p99 ms"):
             table.add_column(column, justify="right")
+        reasons = any(r.errors for r in group)
+        if reasons:  # why a task failed or is partial, where the result says
+            table.add_column("failure reasons")
         for r in group:
             profile = r.execution
             table.add_row(
@@ -140,9 +143,15 @@ def results_tables(results: Iterable[TaskResult]) -> list[Table]:
                 f"{profile.samples_succeeded}/{profile.samples_total}",
                 f"{profile.latency_p50_ms:.0f}",
                 f"{profile.latency_p99_ms:.0f}",
+                *([failure_reasons(r)] if reasons else []),
             )
         tables.append(table)
     return tables
+
+
+def failure_reasons(result: TaskResult) -> str:
+    """The result's errors, one per line: reason and message."""
+    return "\n".join(_clip(f"{e.reason}: {e.message}", 100) for e in result.errors)
 
 
 def _clip(text: str, width: int = 60) -> str:

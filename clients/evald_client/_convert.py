@@ -363,7 +363,8 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
             throughput_per_s=snapshot.throughput_per_s,
             eta_s=_seconds(snapshot.eta) if snapshot.HasField("eta") else None,
             completed_since_last=snapshot.completed_since_last,
-            throughput_known=snapshot.throughput_known,
+            # Servers before contract 1.1 do not say; they sent a rate only when they had one.
+            throughput_known=snapshot.throughput_known or snapshot.throughput_per_s > 0,
             models=tuple(_model_activity(m) for m in snapshot.models),
         )
     if kind == "task_scored":
