@@ -11,11 +11,12 @@ a boolean operator (``and`` ↔ ``or``), a dropped ``not``, an integer constant 
 ``'failed'``, ``'running'`` → ``'pending'``), a ``return X`` → ``return None``, or one
 statement removed (replaced by ``pass``). Docstrings are left alone.
 
-The mutants run in a copy of ``service/`` that shadows the editable install through
-``PYTHONPATH`` (servers the tests start as child processes see it too); the working
-tree is never touched. A mutant is *killed* when the tests fail (or run past
-``--timeout``), *survived* otherwise. The score is killed / all; equivalent mutants
-must be judged by reading the survivors, which are listed.
+The mutants run in a copy of ``service/`` and ``tests/`` (taken at the start, so that
+editing the working tree meanwhile cannot skew the run) whose ``service/`` shadows the
+editable install through ``PYTHONPATH`` (servers the tests start as child processes
+see it too); the working tree is never touched. A mutant is *killed* when the tests
+fail (or run past ``--timeout``), *survived* otherwise. The score is killed / all;
+equivalent mutants must be judged by reading the survivors, which are listed.
 """
 
 import argparse
@@ -27,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,11 +82,9 @@ class _Mutator(ast.NodeTransformer):
     def _mark_docstrings(self, node: ast.AST) -> None:
         for child in ast.walk(node):
             body = getattr(child, "body", None)
-            if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-                if isinstance(body[0].value, ast.Constant) and isinstance(
-                    body[0].value.value, str
-                ):
-                    self._docstrings.add(id(body[0]))
+            first = body[0] if isinstance(body, list) and body else None
+            if isinstance(first, ast.Expr) and _is_text(first.value):
+                self._docstrings.add(id(first))
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
@@ -99,9 +97,13 @@ class _Mutator(ast.NodeTransformer):
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
         swap = _BINOP_SWAPS.get(type(node.op))
-        if swap is not None and not _is_string_format(node):
-            if self._site(node, f"{type(node.op).__name__} -> {swap.__name__}"):
-                node.op = swap()
+        formatting = _is_string_format(node)
+        if (
+            swap
+            and not formatting
+            and self._site(node, f"{type(node.op).__name__} -> {swap.__name__}")
+        ):
+            node.op = swap()
         return node
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -141,11 +143,11 @@ class _Mutator(ast.NodeTransformer):
 
     def visit_Return(self, node: ast.Return) -> ast.AST:
         self.generic_visit(node)
-        if node.value is not None and not (
+        returns_none = node.value is None or (
             isinstance(node.value, ast.Constant) and node.value.value is None
-        ):
-            if self._site(node, "return X -> return None"):
-                node.value = ast.Constant(None)
+        )
+        if not returns_none and self._site(node, "return X -> return None"):
+            node.value = ast.Constant(None)
         return node
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
@@ -169,13 +171,7 @@ class _Mutator(ast.NodeTransformer):
         return node
 
     def _statement(self, stmt: ast.stmt) -> ast.stmt | None:
-        skip = (
-            id(stmt) in self._docstrings
-            or isinstance(
-                stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Import
-            )
-            or isinstance(stmt, ast.ImportFrom | ast.Pass | ast.Global | ast.Nonlocal)
-        )
+        skip = id(stmt) in self._docstrings or isinstance(stmt, _KEPT_STATEMENTS)
         if not skip and self._site(stmt, f"delete {type(stmt).__name__}"):
             return ast.copy_location(ast.Pass(), stmt)
         visited = self.visit(stmt)
@@ -183,12 +179,26 @@ class _Mutator(ast.NodeTransformer):
         return visited
 
 
-def _is_string_format(node: ast.BinOp) -> bool:
-    return any(
-        isinstance(side, ast.Constant) and isinstance(side.value, str)
-        or isinstance(side, ast.JoinedStr)
-        for side in (node.left, node.right)
+_KEPT_STATEMENTS = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Import,
+    ast.ImportFrom,
+    ast.Pass,
+    ast.Global,
+    ast.Nonlocal,
+)
+
+
+def _is_text(node: ast.expr) -> bool:
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
     )
+
+
+def _is_string_format(node: ast.BinOp) -> bool:
+    return _is_text(node.left) or _is_text(node.right)
 
 
 def mutants(source: str) -> list[Mutant]:
@@ -206,11 +216,12 @@ def mutate(source: str, index: int) -> str:
 
 
 def _run_tests(shadow: Path, tests: list[str], timeout_s: float) -> str:
-    env = {**os.environ, "PYTHONPATH": f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    path = f"{shadow / 'service'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    env = {**os.environ, "PYTHONPATH": path}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     try:
         done = subprocess.run(
-            command, cwd=ROOT, env=env, capture_output=True, timeout=timeout_s, check=False
+            command, cwd=shadow, env=env, capture_output=True, timeout=timeout_s, check=False
         )
     except subprocess.TimeoutExpired:
         return "killed (timeout)"
@@ -235,9 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     chosen = [m for m in found if args.only is None or m.index in args.only]
     with tempfile.TemporaryDirectory(prefix="evald-mutants-") as tmp:
-        shadow = Path(tmp) / "service"
-        shutil.copytree(ROOT / "service", shadow, ignore=shutil.ignore_patterns("__pycache__"))
-        target = shadow / relative
+        shadow = Path(tmp)
+        ignore = shutil.ignore_patterns("__pycache__")
+        for tree in ("service", "tests"):
+            shutil.copytree(ROOT / tree, shadow / tree, ignore=ignore)
+        shutil.copy(ROOT / "pyproject.toml", shadow / "pyproject.toml")
+        target = shadow / "service" / relative
         baseline = _run_tests(shadow, args.tests, args.timeout)
         if baseline != "survived":
             print(f"the tests fail without any mutant ({baseline}); fix that first")
@@ -252,13 +266,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"#{m.index:3d} line {m.line:4d} {m.description:32s} {outcome}", flush=True)
     killed, survived = len(results["killed"]), len(results["survived"])
     total = killed + survived
-    print(f"\n{relative}: {killed}/{total} mutants killed ({killed / max(total, 1):.0%}) "
-          f"in {time.monotonic() - started:.0f} s")
+    print(
+        f"\n{relative}: {killed}/{total} mutants killed ({killed / max(total, 1):.0%}) "
+        f"in {time.monotonic() - started:.0f} s"
+    )
     for m in results["survived"]:
         print(f"  survived #{m.index} line {m.line}: {m.description}")
     return 0
-
-
 
 
 if __name__ == "__main__":

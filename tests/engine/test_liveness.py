@@ -4,8 +4,8 @@ Random shapes (1-5 models, simulated and the fake provider on loopback, model, s
 and run limits below and above each other, repeats, several concurrent runs, cancels
 mid-run, transient faults with durable retries, RetryRun of permanent failures), each
 seed bounded in time. A monitor samples every lane while the shape runs and fails the
-seed when a lane has buffered work and no call in flight for longer than a stall
-bound. ``make test`` runs a bounded number of seeds; the ``slow`` variant runs more.
+seed when a lane has work it could start and no call in flight for longer than a
+stall bound. ``make test`` runs a bounded number of seeds; the ``slow`` variant runs more.
 """
 
 import random
@@ -92,12 +92,13 @@ def _shape(seed: int) -> _Shape:
 
 
 async def _monitor_lanes(app: Evald, stalls: list[str]) -> None:
-    """Record a lane that holds buffered work with no call in flight for ``_STALL_S``."""
+    """Record a lane that holds work it could start (buffered, its run limit not full)
+    with no call in flight for ``_STALL_S``."""
     idle_since: dict[str, float] = {}
     while True:
         now = time.monotonic()
         for state in app.engine.lane_states():
-            if state.buffered > 0 and state.in_flight == 0:
+            if state.ready > 0 and state.in_flight == 0:
                 since = idle_since.setdefault(state.model_id, now)
                 if now - since > _STALL_S:
                     stalls.append(f"{state.model_id}: {state}")

@@ -136,7 +136,7 @@ class Dispatcher:
 
     def observe(self, now: float) -> None:
         for lane in self.lanes.values():
-            lane.observe(now)
+            lane.observe(now, self._limiter)
 
     # -- running -----------------------------------------------------------------------
 

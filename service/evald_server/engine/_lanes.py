@@ -30,6 +30,7 @@ class LaneState:
     model_id: str
     capacity: int  # the model's max_concurrency
     buffered: int  # claimed subtasks waiting for a worker and its slots
+    ready: int  # of those, the ones whose run limit has a free slot (takeable now)
     in_flight: int  # provider calls in flight
     waiting_on: tuple[str, ...]  # limits holding back buffered work, by name
     idle_since: float | None  # wall time since when ready work found no call in flight
@@ -213,12 +214,19 @@ class Lane:
             self.last_error = outcome.error
             self.last_error_at = now
 
-    def has_ready_work(self, now: float) -> bool:
-        return self.buffered > 0 or any(r.runnable(now) for r in self.runs.values())
+    def has_ready_work(self, now: float, limiter: Limiter) -> bool:
+        """Work a worker could start now: buffered work whose run limit has a free slot
+        (work waiting for its own run's slots, held by that run's calls elsewhere, is
+        progressing), or a run whose claims are due."""
+        if self.takeable(limiter) > 0:
+            return True
+        return any(
+            r.runnable(now) and run_id not in self.buffers for run_id, r in self.runs.items()
+        )
 
-    def observe(self, now: float) -> None:
+    def observe(self, now: float, limiter: Limiter) -> None:
         """Track since when ready work has found no call in flight (sampled)."""
-        if self.in_flight == 0 and not self.closed and self.has_ready_work(now):
+        if self.in_flight == 0 and not self.closed and self.has_ready_work(now, limiter):
             if self.idle_since is None:
                 self.idle_since = now
         else:
@@ -232,6 +240,7 @@ class Lane:
             model_id=self.model_id,
             capacity=self.limit.capacity,
             buffered=self.buffered,
+            ready=self.takeable(limiter),
             in_flight=self.in_flight,
             waiting_on=tuple(sorted(set(waiting))),
             idle_since=self.idle_since,
