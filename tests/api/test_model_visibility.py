@@ -45,7 +45,10 @@ def _unreachable(model_id: str, port: int) -> dict[str, object]:
     }
 
 
-async def test_an_unreachable_model_says_so_within_seconds(tmp_path: Path) -> None:
+async def test_an_unreachable_model_says_so_within_seconds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="evald_server.engine._engine")
     port = _closed_port()
     config = make_config(tmp_path, models=[_unreachable("gone", port)])
     async with running_server(config) as address, AsyncEvaldClient(address) as client:
@@ -84,6 +87,12 @@ async def test_an_unreachable_model_says_so_within_seconds(tmp_path: Path) -> No
         PlainLines(Console(file=plain, width=300, force_terminal=False)).show(view, found)
         assert "model gone: " in plain.getvalue()
         assert "PROVIDER_CONNECTION_ERROR" in plain.getvalue()
+        with anyio.fail_after(5):  # the server log says so too, once per streak
+            while not any("model gone: " in r.getMessage() for r in caplog.records):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        (line,) = [r.getMessage() for r in caplog.records if "model gone: " in r.getMessage()]
+        assert "consecutive failed calls" in line
+        assert f"127.0.0.1:{port}" in line
         await client.cancel_run(run.run_id)
 
 

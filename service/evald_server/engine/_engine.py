@@ -36,6 +36,7 @@ from evald_server.providers import Provider
 from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
 
 _log = logging.getLogger(__name__)
+FAILING_AFTER = 3  # consecutive failed calls of a model before a warning is logged
 
 
 class Engine:
@@ -87,6 +88,7 @@ class Engine:
             activity=self.model_activity,
         )
         self._stall_warned: dict[str, float] = {}  # model id -> when last warned
+        self._failing: set[str] = set()  # models warned about a streak of failed calls
         self._dispatcher_done = anyio.Event()
         self._committer_done = anyio.Event()
         self._stopped = anyio.Event()
@@ -238,6 +240,23 @@ class Engine:
             )
         return rows
 
+    def _check_failing(self, state: LaneState) -> None:
+        """One warning per streak of failed calls (from the third), e.g. a model that
+        cannot be reached; an INFO line when a call succeeds again."""
+        if state.consecutive_failures >= FAILING_AFTER and state.last_error is not None:
+            if state.model_id not in self._failing:
+                self._failing.add(state.model_id)
+                _log.warning(
+                    "model %s: %d consecutive failed calls, latest %s: %s",
+                    state.model_id,
+                    state.consecutive_failures,
+                    state.last_error.reason.value,
+                    state.last_error.message,
+                )
+        elif state.consecutive_failures == 0 and state.model_id in self._failing:
+            self._failing.discard(state.model_id)
+            _log.info("model %s answers again", state.model_id)
+
     async def _monitor_lanes(self) -> None:
         every = min(1.0, max(self.stall_after_s / 4, 0.05))
         while True:
@@ -249,6 +268,7 @@ class Engine:
         snapshot the progress of their runs; say when a stalled lane moves again."""
         self.dispatcher.observe(now)
         for state in self.lane_states():
+            self._check_failing(state)
             warned = self._stall_warned.get(state.model_id)
             if state.stalled(now, self.stall_after_s):
                 if warned is None or now - warned >= self.stall_after_s:
