@@ -17,6 +17,7 @@ from evald_server.store import (
     SampleScoreRow,
     SqliteStore,
     TaskFinish,
+    derive_run_state,
 )
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
@@ -174,3 +175,81 @@ async def test_finish_task_stores_scores_and_the_correct_flag(store: SqliteStore
 
 
 _ERROR = EvalError.of(ErrorReason.PROVIDER_HTTP_5XX, "502 from provider")
+
+
+async def _partial_run(store: SqliteStore, models: tuple[str, ...]) -> list[str]:
+    """A finished run with one permanent failure per task; returns the task ids."""
+    ds = await add_dataset(store, records=2)
+    run = await add_run(store, [ds], models=models)
+    task_ids = []
+    for model in models:
+        items = (await store.claim_ready(run.run_id, model, 2, time.time())).subtasks
+        done = await store.complete(
+            [
+                outcome(items[0], OutcomeKind.SUCCEEDED, output="ok"),
+                outcome(items[1], OutcomeKind.FAILED_PERMANENT, error=_ERROR),
+            ],
+            time.time(),
+        )
+        task_ids += done.finished_tasks
+    for task_id in task_ids:
+        await store.finish_task(_finish(task_id, TaskState.PARTIAL))
+    return task_ids
+
+
+async def test_retry_failed_with_nothing_matching_changes_nothing(store: SqliteStore) -> None:
+    (task_id,) = await _partial_run(store, ("m1",))
+    before = await store.get_run("run_1")
+    assert before is not None
+    assert before.state is RunState.PARTIAL
+    report = await store.retry_failed("run_1", (), ("eval_operator_error",), time.time())
+    assert (report.changed, report.events, report.models) == (0, (), ())
+    after = await store.get_run("run_1")
+    assert after is not None
+    assert (after.state, after.last_seq, after.terminal_seq) == (
+        RunState.PARTIAL,
+        before.last_seq,
+        before.terminal_seq,
+    )
+    assert await store.read_results("run_1") == [(task_id, {"status": "partial"})]
+
+
+async def test_retry_failed_of_some_tasks_reopens_only_those(store: SqliteStore) -> None:
+    first, second = await _partial_run(store, ("m1", "m2"))
+    report = await store.retry_failed("run_1", (second,), (), time.time())
+    assert (report.changed, report.models) == (1, ("m2",))
+    (event,) = report.events
+    assert event.payload["state"] == RunState.RUNNING.value
+    assert event.payload["previous"] == RunState.PARTIAL.value
+    assert event.payload["retried"] == 1
+    tasks = {t.task_id: t for t in await store.get_tasks("run_1")}
+    assert tasks[first].state is TaskState.PARTIAL, "the other task keeps its result"
+    assert tasks[second].state is TaskState.RUNNING
+    assert tasks[second].result_status is None
+    assert tasks[second].counters == Counters(total=2, pending=1, succeeded=1)
+    assert [task for task, _ in await store.read_results("run_1")] == [first]
+    run = await store.get_run("run_1")
+    assert run is not None
+    assert (run.state, run.terminal_seq, run.finished_at) == (RunState.RUNNING, None, None)
+    assert (await store.claim_ready("run_1", "m1", 9, time.time())).subtasks == ()
+    assert len((await store.claim_ready("run_1", "m2", 9, time.time())).subtasks) == 1
+    await assert_counters_match_recount(store, "run_1")
+
+
+@pytest.mark.parametrize(
+    ("states", "cancel_requested", "expected"),
+    [
+        ((TaskState.SUCCEEDED, TaskState.SUCCEEDED), False, RunState.SUCCEEDED),
+        ((TaskState.SUCCEEDED, TaskState.PARTIAL), False, RunState.PARTIAL),
+        ((TaskState.SUCCEEDED, TaskState.FAILED), False, RunState.PARTIAL),
+        ((TaskState.FAILED, TaskState.FAILED), False, RunState.FAILED),
+        ((TaskState.CANCELLED, TaskState.CANCELLED), False, RunState.CANCELLED),
+        ((TaskState.CANCELLED, TaskState.FAILED), False, RunState.PARTIAL),
+        ((TaskState.SUCCEEDED,), True, RunState.CANCELLED),
+        ((TaskState.PARTIAL, TaskState.FAILED), True, RunState.CANCELLED),
+    ],
+)
+def test_a_finished_runs_state_follows_its_tasks(
+    states: tuple[TaskState, ...], cancel_requested: bool, expected: RunState
+) -> None:
+    assert derive_run_state(states, cancel_requested=cancel_requested) is expected
