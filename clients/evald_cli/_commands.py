@@ -45,7 +45,6 @@ _EXIT_BY_STATE = {
     RunState.CANCELLED: EXIT_CANCELLED,
 }
 # Runs that have results worth printing when they end.
-_SCORED_END = frozenset({RunState.SUCCEEDED, RunState.PARTIAL})
 DEFAULT_SAMPLE_ROWS = 50
 # Which flag of `evald datasets upload` sets which field of the upload's header.
 _UPLOAD_FLAGS = {
@@ -136,9 +135,9 @@ def exit_status(state: RunState, *, accept_partial: bool = False) -> int:
 
 async def _finish(client: AsyncEvaldClient, run: Run, out: Console, *, accept_partial: bool) -> int:
     final = await follow(client, run, out)
-    if final.state in _SCORED_END:
-        for table in results_tables(await client.results(final.run_id)):
-            out.print(table)
+    # Failed and cancelled runs too: their results say why (failure reasons).
+    for table in results_tables(await client.results(final.run_id)):
+        out.print(table)
     out.print(f"run {final.run_id}: {final.state.value}", markup=False, highlight=False)
     return exit_status(final.state, accept_partial=accept_partial)
 

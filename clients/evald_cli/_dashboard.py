@@ -1,9 +1,11 @@
 """The live view of a run: state folded from watch events, drawn with rich or as lines.
 
 On a terminal: an overall bar with ETA, one row per task (progress, success rate,
-latency once scored), latency per model and the latest failures, redrawn in place.
-Elsewhere (a pipe, a CI log): one plain line per state change, per tenth of progress,
-per scored task and per failure (the first ``_MAX_FAILURE_LINES``).
+latency once scored), one row per model (calls in flight, queued work, the limits it
+waits on, a stall, failed calls in a row with the latest error), latency per model and
+the latest failures, redrawn in place. Elsewhere (a pipe, a CI log): one plain line
+per state change, per tenth of progress, per scored task, per failure (the first
+``_MAX_FAILURE_LINES``) and whenever a model starts failing, changes error or stalls.
 """
 
 from collections import deque
@@ -19,6 +21,7 @@ from rich.text import Text
 
 from evald_cli._render import is_latency
 from evald_client import (
+    ModelActivity,
     Progress,
     Run,
     RunEvent,
@@ -45,7 +48,9 @@ class RunView:
     counts: SubtaskCounts
     tasks: dict[str, TaskProgress]
     throughput_per_s: float = 0.0
+    throughput_known: bool = False
     eta_s: float | None = None
+    models: dict[str, ModelActivity] = field(default_factory=dict)
     scored: dict[str, TaskResult] = field(default_factory=dict)
     failures: deque[SampleFailed] = field(default_factory=lambda: deque(maxlen=_LATEST_FAILURES))
     failure_count: int = 0
@@ -67,7 +72,9 @@ class RunView:
             self.counts = event.progress.counts
             self.tasks.update((t.task_id, t) for t in event.progress.tasks)
             self.throughput_per_s = event.throughput_per_s
+            self.throughput_known = event.throughput_known
             self.eta_s = event.eta_s
+            self.models = {m.model_id: m for m in event.models}
         elif isinstance(event, TaskScored):
             self.scored[event.result.task_id] = event.result
         elif isinstance(event, SampleFailed):
@@ -104,6 +111,26 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def _throughput(view: RunView) -> str:
+    if not view.throughput_known and not view.state.is_terminal:
+        return "rate: estimating"
+    return f"{view.throughput_per_s:.1f}/s, ETA {_duration(view.eta_s)}"
+
+
+def model_trouble(model: ModelActivity) -> str:
+    """What is wrong with a model, in one line; empty when nothing is."""
+    parts = []
+    if model.stalled_since is not None:
+        waiting = ", ".join(model.waiting_on) or "nothing"
+        parts.append(f"stalled since {model.stalled_since:%H:%M:%S} (waiting on {waiting})")
+    if model.consecutive_failures and model.last_error is not None:
+        parts.append(
+            f"{model.consecutive_failures} failed call(s) in a row, latest "
+            f"{model.last_error.reason}: {model.last_error.message}"
+        )
+    return "; ".join(parts)
+
+
 def _rate(counts: SubtaskCounts) -> str:
     rate = counts.success_rate
     return "—" if rate is None else f"{rate:.0%}"
@@ -118,10 +145,10 @@ def render(view: RunView) -> RenderableType:
         f"  {view.name}  " if view.name else "  ",
         (view.state.value, "bold cyan"),
         ("  ·  ", "dim"),
-        f"{counts.finished}/{counts.total} done, {counts.failed_permanent} failed, "
-        f"{counts.retrying} retrying",
+        f"{counts.finished}/{counts.total} done, {counts.running} running, "
+        f"{counts.queued} queued, {counts.failed_permanent} failed, {counts.retrying} retrying",
         ("  ·  ", "dim"),
-        f"{view.throughput_per_s:.1f}/s  ETA {_duration(view.eta_s)}",
+        _throughput(view),
     )
     overall = Table.grid(padding=(0, 1))
     overall.add_row(
@@ -148,6 +175,22 @@ def render(view: RunView) -> RenderableType:
             f"{result.execution.latency_p99_ms:.0f}" if result else "",
         )
     parts: list[RenderableType] = [head, overall, tasks]
+    if view.models and not view.state.is_terminal:
+        models_now = Table(title="models", title_justify="left")
+        for column in ("model", "running", "queued", "waiting on", "trouble"):
+            models_now.add_column(
+                column, justify="right" if column in ("running", "queued") else "left"
+            )
+        for model in view.models.values():
+            trouble = model_trouble(model)
+            models_now.add_row(
+                model.model_id,
+                str(model.in_flight),
+                str(model.queued),
+                ", ".join(model.waiting_on),
+                Text(trouble[:120], style="bold red") if trouble else "",
+            )
+        parts.append(models_now)
     latency = view.model_latency()
     if latency:
         models = Table(title="latency per model (scored tasks)", title_justify="left")
@@ -181,11 +224,26 @@ class PlainLines:
         self._console = console
         self._decile = -1
         self._failures_shown = 0
+        self._trouble: dict[str, str] = {}  # model id -> the kind of trouble last printed
 
     def show(self, view: RunView, event: RunEvent) -> None:
-        line = self._line(view, event)
-        if line:
-            self._console.print(line, markup=False, highlight=False, soft_wrap=True)
+        lines = [self._line(view, event)]
+        if isinstance(event, Progress):
+            lines += self._model_lines(event)
+        for line in lines:
+            if line:
+                self._console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def _model_lines(self, event: Progress) -> list[str]:
+        """A line when a model starts failing, fails with another reason, or stalls."""
+        lines = []
+        for model in event.models:
+            trouble = model_trouble(model)
+            key = _trouble_key(model) if trouble else ""
+            if trouble and key != self._trouble.get(model.model_id, ""):
+                lines.append(f"model {model.model_id}: {trouble}")
+            self._trouble[model.model_id] = key
+        return lines
 
     def _line(self, view: RunView, event: RunEvent) -> str | None:
         if isinstance(event, StateChanged):
@@ -198,8 +256,7 @@ class PlainLines:
             c = view.counts
             return (
                 f"progress {c.finished}/{c.total} ({view.fraction:.0%}): "
-                f"{c.succeeded} ok, {c.failed_permanent} failed, "
-                f"{view.throughput_per_s:.1f}/s, ETA {_duration(view.eta_s)}"
+                f"{c.succeeded} ok, {c.failed_permanent} failed, {_throughput(view)}"
             )
         if isinstance(event, TaskScored):
             r = event.result
@@ -224,6 +281,12 @@ class PlainLines:
                 f"attempts: {event.error.reason}: {event.error.message}{more}"
             )
         return None
+
+
+def _trouble_key(model: ModelActivity) -> str:
+    """What makes a model's trouble new: a stall starting, or another error reason."""
+    reason = model.last_error.reason if model.consecutive_failures and model.last_error else ""
+    return f"{model.stalled_since is not None}|{reason}"
 
 
 class Dashboard:

@@ -150,6 +150,9 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
             table.add_column(metric, justify="right")
         for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms"):
             table.add_column(column, justify="right")
+        reasons = any(r.errors for r in group)
+        if reasons:  # why a task failed or is partial, where the result says
+            table.add_column("failure reasons")
         for r in group:
             profile = r.execution
             # Latency is measured on answered calls: none answered, none to show.
@@ -162,6 +165,7 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}" if measured else "",
                 f"{profile.latency_p99_ms:.0f}" if measured else "",
+                *([failure_reasons(r)] if reasons else []),
             )
         tables.append(table)
     return tables
@@ -170,6 +174,11 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
 def _cut_and_empty(truncated: int, empty: int) -> Text:
     """Answers cut by max_tokens and empty answers: highlighted, since either skews scores."""
     return Text(f"{truncated}/{empty}", style="yellow" if truncated or empty else "")
+
+
+def failure_reasons(result: TaskResult) -> str:
+    """The result's errors, one per line: reason and message."""
+    return "\n".join(_clip(f"{e.reason}: {e.message}", 100) for e in result.errors)
 
 
 def _clip(text: str, width: int = 60) -> str:

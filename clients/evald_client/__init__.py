@@ -54,6 +54,7 @@ from evald_client._errors import (
 )
 from evald_client._events import (
     Heartbeat,
+    ModelActivity,
     Progress,
     RunEvent,
     SampleFailed,
@@ -141,6 +142,7 @@ __all__ = [
     "MetricInterval",
     "MetricUncertainty",
     "Model",
+    "ModelActivity",
     "ModelIdentity",
     "ModelPair",
     "MultipleChoicePayload",

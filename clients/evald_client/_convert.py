@@ -37,6 +37,7 @@ from evald_client._enums import (
 )
 from evald_client._events import (
     Heartbeat,
+    ModelActivity,
     Progress,
     RunEvent,
     SampleFailed,
@@ -380,6 +381,7 @@ def run_from_proto(message: run_pb2.Run) -> Run:
         finished_time=_time(message, "finished_time"),
         last_seq=message.last_seq,
         request_id=message.request_id,
+        cancel_requested=message.cancel_requested,
     )
 
 
@@ -446,6 +448,7 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
             **base,
             state=run_state_from_proto(changed.state),
             previous=run_state_from_proto(changed.previous),
+            cancel_requested=changed.cancel_requested,
         )
     if kind == "progress":
         snapshot = message.progress
@@ -455,6 +458,9 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
             throughput_per_s=snapshot.throughput_per_s,
             eta_s=_seconds(snapshot.eta) if snapshot.HasField("eta") else None,
             completed_since_last=snapshot.completed_since_last,
+            # Servers before contract 1.1 do not say; they sent a rate only when they had one.
+            throughput_known=snapshot.throughput_known or snapshot.throughput_per_s > 0,
+            models=tuple(_model_activity(m) for m in snapshot.models),
         )
     if kind == "task_scored":
         return TaskScored(**base, result=result_from_proto(message.task_scored.result))
@@ -473,6 +479,21 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
     if kind == "heartbeat":
         return Heartbeat(**{**base, "seq": message.heartbeat.current_seq or message.seq})
     return None
+
+
+def _model_activity(message: event_pb2.ModelActivity) -> ModelActivity:
+    return ModelActivity(
+        model_id=message.model_id,
+        queued=message.queued,
+        in_flight=message.in_flight,
+        waiting_on=tuple(message.waiting_on),
+        stalled_since=_time(message, "stalled_since"),
+        last_error=(
+            eval_error_from_proto(message.last_error) if message.HasField("last_error") else None
+        ),
+        last_error_time=_time(message, "last_error_time"),
+        consecutive_failures=message.consecutive_failures,
+    )
 
 
 # -- results ----------------------------------------------------------------------------------

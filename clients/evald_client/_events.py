@@ -27,6 +27,7 @@ class StateChanged(RunEvent):
 
     state: RunState
     previous: RunState
+    cancel_requested: bool = False
 
     @property
     def is_terminal(self) -> bool:
@@ -34,13 +35,33 @@ class StateChanged(RunEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelActivity:
+    """What one model of the run is doing: the run's queued work and calls in flight,
+    the limits holding queued work back, since when the model has been stalled (ready
+    work, no call in flight, over the server's threshold), and its recent failures."""
+
+    model_id: str
+    queued: int
+    in_flight: int
+    waiting_on: tuple[str, ...]
+    stalled_since: datetime | None
+    last_error: EvalError | None
+    last_error_time: datetime | None
+    consecutive_failures: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Progress(RunEvent):
-    """A coalesced progress snapshot; ``eta_s`` is ``None`` when unknown."""
+    """A coalesced progress snapshot. ``throughput_per_s`` is what completed over a
+    recent window; ``throughput_known`` is False (and ``eta_s`` None) while too little
+    has completed to tell."""
 
     progress: RunProgress
     throughput_per_s: float
     eta_s: float | None
     completed_since_last: int
+    throughput_known: bool = True
+    models: tuple[ModelActivity, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

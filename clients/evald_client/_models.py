@@ -125,10 +125,12 @@ class EvalError:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubtaskCounts:
-    """Subtask counts by state; ``total`` is their sum."""
+    """Subtask counts by state; ``total`` is their sum. ``running``: a provider call is in
+    flight; ``queued``: claimed by the engine, waiting for a slot of a limit."""
 
     total: int = 0
     pending: int = 0
+    queued: int = 0
     running: int = 0
     retrying: int = 0
     succeeded: int = 0
@@ -199,6 +201,7 @@ class Run:
     finished_time: datetime | None
     last_seq: int
     request_id: str
+    cancel_requested: bool = False
 
     @property
     def is_terminal(self) -> bool:

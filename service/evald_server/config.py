@@ -92,6 +92,8 @@ class ServerSection(_Section):
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
     grace_s: Annotated[float, Field(ge=0.0, le=300.0)] = 10.0
+    # A model with ready work and no call in flight this long is logged as stalled.
+    stall_warning_s: Annotated[float, Field(gt=0.0, le=86_400.0)] = 60.0
 
     @model_validator(mode="after")
     def _tls_pair(self) -> "ServerSection":

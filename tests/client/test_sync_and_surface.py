@@ -65,24 +65,22 @@ def test_sync_client_serves_several_threads(servicer: FakeEvaluationService, add
 
 
 EXPECTED_PUBLIC = {
-    "AlreadyExists", "AsyncEvaldClient", "BenchmarkRef", "ClassMetrics",
-    "ClassificationPayload", "ConfusionMatrix", "Dataset", "DatasetInvalid", "DatasetRef",
-    "DeadlineExceeded", "EntityTypeMetrics", "ErrorCategory", "EvalError", "EvaldClient",
-    "EvaldError", "ExecutionProfile", "FailedPrecondition", "FieldViolation",
-    "FinishReason",
-    "GenerationParams", "GenerationPayload", "Heartbeat", "InternalError", "IntervalMethod",
-    "InvalidArgument", "MatchModeStats", "MetricComparison", "MetricInterval",
-    "MetricUncertainty", "Model", "ModelIdentity", "ModelPair", "NerPayload", "NotFound",
-    "OutOfRange", "PairedTest", "Payload", "PermissionDenied", "RunComparison",
-    "TaskComparison", "TaskPairing", "UnmatchedTask",
-    "Progress", "Provenance", "ProviderError", "QaPayload", "ReconnectPolicy", "RepeatStats",
+    "AlreadyExists", "AsyncEvaldClient", "BenchmarkRef", "ChoiceLetterStats", "ChoiceScoring",
+    "ClassMetrics", "ClassificationPayload", "ConfusionMatrix", "Dataset", "DatasetInvalid",
+    "DatasetOptions", "DatasetRef", "DeadlineExceeded", "EntityTypeMetrics", "ErrorCategory",
+    "EvalError", "EvaldClient", "EvaldError", "ExecutionProfile", "ExtractionRuleCount",
+    "FailedPrecondition", "FieldViolation", "FinishReason", "GenerationParams",
+    "GenerationPayload", "Heartbeat", "InternalError", "IntervalMethod", "InvalidArgument",
+    "MatchModeStats", "MetricComparison", "MetricInterval", "MetricUncertainty", "Model",
+    "ModelActivity", "ModelIdentity", "ModelPair", "MultipleChoicePayload", "NerPayload",
+    "NotFound", "OutOfRange", "PairedTest", "Payload", "PermissionDenied", "Progress",
+    "PromptOptions", "Provenance", "ProviderError", "QaPayload", "ReconnectPolicy", "RepeatStats",
     "ResourceExhausted", "ResultStatus", "RetryOutcome", "RetryPolicy", "RougeScore", "Run",
-    "RunEvent", "RunProgress", "RunSpec", "RunState", "Sample", "SampleFailed", "StateChanged",
-    "SubtaskCounts", "SubtaskState", "SummarizationPayload", "TaskProgress", "TaskResult",
+    "RunComparison", "RunEvent", "RunProgress", "RunSpec", "RunState", "Sample", "SampleFailed",
+    "ShotFormat", "StateChanged", "SubjectAccuracy", "SubtaskCounts", "SubtaskState",
+    "SummarizationPayload", "TaskComparison", "TaskPairing", "TaskProgress", "TaskResult",
     "TaskScored", "TaskState", "TaskType", "TlsConfig", "Unauthenticated", "Unavailable",
-    "WorstExample", "ChoiceLetterStats", "ChoiceScoring", "DatasetOptions",
-    "ExtractionRuleCount", "MultipleChoicePayload", "PromptOptions", "ShotFormat",
-    "SubjectAccuracy",
+    "UnmatchedTask", "WorstExample",
 }  # fmt: skip
 
 

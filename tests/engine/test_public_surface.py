@@ -9,8 +9,9 @@ def test_the_engine_exports() -> None:
     assert sorted(evald_server.engine.__all__) == sorted(
         [
             "CONTRACT_VERSION", "MODEL_LIMIT", "RUN_LIMIT", "SERVER_LIMIT", "BenchmarkRef",
-            "DatasetRef", "Engine", "EventHub", "ExecutionProfile", "Limit", "LimitStats",
-            "Limiter", "ModelIdentity", "Provenance", "RetryPolicy", "RunEvent", "RunProgress",
+            "DatasetRef", "Engine", "EventHub", "ExecutionProfile", "LaneState", "Limit",
+            "LimitStats", "Limiter", "ModelActivity", "ModelIdentity", "Provenance",
+            "RetryPolicy", "RunEvent", "RunProgress",
             "RunSpec", "SampleFailure", "ScoringPort", "TaskContext", "TaskEvaluation",
             "TaskProgress", "build_profile", "check_limit", "generation_params", "percentile",
             "task_outcome", "DatasetOptions", "ShotSourceProblem", "shot_source", "task_prompt",
@@ -22,7 +23,8 @@ def test_the_application_exports() -> None:
     assert sorted(evald_server.app.__all__) == sorted(
         [
             "DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "MAX_UPLOAD_BYTES", "Dataset", "DatasetHeader",
-            "DatasetRef", "Evald", "ExecutionProfile", "LimitStats", "ModelInfo", "Page",
+            "DatasetRef", "Evald", "ExecutionProfile", "LimitStats", "ModelActivity", "ModelInfo",
+            "Page",
             "RetryPolicy", "Run", "RunEvent", "RunProgress", "RunSpec", "Sample",
             "SampleFailure", "TaskEvaluation", "TaskProgress",
         ]

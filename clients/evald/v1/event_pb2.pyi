@@ -7,9 +7,10 @@ from evald.v1 import run_pb2 as _run_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -35,24 +36,50 @@ class RunEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., state_changed: _Optional[_Union[RunStateChanged, _Mapping]] = ..., progress: _Optional[_Union[ProgressSnapshot, _Mapping]] = ..., task_scored: _Optional[_Union[TaskScored, _Mapping]] = ..., sample_failed: _Optional[_Union[SampleFailed, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class RunStateChanged(_message.Message):
-    __slots__ = ("state", "previous")
+    __slots__ = ("state", "previous", "cancel_requested")
     STATE_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     state: _enums_pb2.RunState
     previous: _enums_pb2.RunState
-    def __init__(self, state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., previous: _Optional[_Union[_enums_pb2.RunState, str]] = ...) -> None: ...
+    cancel_requested: bool
+    def __init__(self, state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., previous: _Optional[_Union[_enums_pb2.RunState, str]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class ProgressSnapshot(_message.Message):
-    __slots__ = ("progress", "throughput_per_s", "eta", "completed_since_last")
+    __slots__ = ("progress", "throughput_per_s", "eta", "completed_since_last", "throughput_known", "models")
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     THROUGHPUT_PER_S_FIELD_NUMBER: _ClassVar[int]
     ETA_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_SINCE_LAST_FIELD_NUMBER: _ClassVar[int]
+    THROUGHPUT_KNOWN_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
     progress: _run_pb2.RunProgress
     throughput_per_s: float
     eta: _duration_pb2.Duration
     completed_since_last: int
-    def __init__(self, progress: _Optional[_Union[_run_pb2.RunProgress, _Mapping]] = ..., throughput_per_s: _Optional[float] = ..., eta: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., completed_since_last: _Optional[int] = ...) -> None: ...
+    throughput_known: bool
+    models: _containers.RepeatedCompositeFieldContainer[ModelActivity]
+    def __init__(self, progress: _Optional[_Union[_run_pb2.RunProgress, _Mapping]] = ..., throughput_per_s: _Optional[float] = ..., eta: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., completed_since_last: _Optional[int] = ..., throughput_known: _Optional[bool] = ..., models: _Optional[_Iterable[_Union[ModelActivity, _Mapping]]] = ...) -> None: ...
+
+class ModelActivity(_message.Message):
+    __slots__ = ("model_id", "queued", "in_flight", "waiting_on", "stalled_since", "last_error", "last_error_time", "consecutive_failures")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    WAITING_ON_FIELD_NUMBER: _ClassVar[int]
+    STALLED_SINCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_TIME_FIELD_NUMBER: _ClassVar[int]
+    CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    queued: int
+    in_flight: int
+    waiting_on: _containers.RepeatedScalarFieldContainer[str]
+    stalled_since: _timestamp_pb2.Timestamp
+    last_error: _errors_pb2.EvalError
+    last_error_time: _timestamp_pb2.Timestamp
+    consecutive_failures: int
+    def __init__(self, model_id: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., waiting_on: _Optional[_Iterable[str]] = ..., stalled_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., consecutive_failures: _Optional[int] = ...) -> None: ...
 
 class TaskScored(_message.Message):
     __slots__ = ("result",)

@@ -72,7 +72,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_retries: _Optional[int] = ..., backoff: _Optional[_Iterable[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]]] = ..., jitter_fraction: _Optional[float] = ..., retry_after_cap: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "spec", "state", "progress", "created_time", "started_time", "finished_time", "last_seq", "request_id")
+    __slots__ = ("run_id", "spec", "state", "progress", "created_time", "started_time", "finished_time", "last_seq", "request_id", "cancel_requested")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class Run(_message.Message):
     FINISHED_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     spec: RunSpec
     state: _enums_pb2.RunState
@@ -91,10 +92,11 @@ class Run(_message.Message):
     finished_time: _timestamp_pb2.Timestamp
     last_seq: int
     request_id: str
-    def __init__(self, run_id: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seq: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+    cancel_requested: bool
+    def __init__(self, run_id: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seq: _Optional[int] = ..., request_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class SubtaskCounts(_message.Message):
-    __slots__ = ("total", "pending", "running", "retrying", "succeeded", "failed_permanent", "cancelled")
+    __slots__ = ("total", "pending", "running", "retrying", "succeeded", "failed_permanent", "cancelled", "queued")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +104,7 @@ class SubtaskCounts(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     FAILED_PERMANENT_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
     total: int
     pending: int
     running: int
@@ -109,7 +112,8 @@ class SubtaskCounts(_message.Message):
     succeeded: int
     failed_permanent: int
     cancelled: int
-    def __init__(self, total: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., retrying: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed_permanent: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
+    queued: int
+    def __init__(self, total: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., retrying: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed_permanent: _Optional[int] = ..., cancelled: _Optional[int] = ..., queued: _Optional[int] = ...) -> None: ...
 
 class RunProgress(_message.Message):
     __slots__ = ("counts", "tasks")

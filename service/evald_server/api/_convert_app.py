@@ -28,6 +28,7 @@ from evald_server.app import (
     Dataset,
     DatasetHeader,
     DatasetRef,
+    ModelActivity,
     ModelInfo,
     RetryPolicy,
     Run,
@@ -175,11 +176,15 @@ def dataset_to_proto(dataset: Dataset) -> dataset_pb2.Dataset:
     return message
 
 
-def _counts(counters: Counters) -> run_pb2.SubtaskCounts:
+def _counts(counters: Counters, in_flight: int) -> run_pb2.SubtaskCounts:
+    """The store counts claimed subtasks as running; the contract's running is a call in
+    flight, and the rest of the claimed ones are queued."""
+    calls = min(in_flight, counters.running)
     return run_pb2.SubtaskCounts(
         total=counters.total,
         pending=counters.pending,
-        running=counters.running,
+        queued=counters.running - calls,
+        running=calls,
         retrying=counters.failed,
         succeeded=counters.succeeded,
         failed_permanent=counters.failed_permanent,
@@ -196,7 +201,7 @@ def _task_progress(task: TaskProgress) -> run_pb2.TaskProgress:
         ),
         task_type=to_proto_enum(task.task_type),
         state=to_proto_enum(task.state),
-        counts=_counts(task.counters),
+        counts=_counts(task.counters, task.in_flight),
     )
     if task.result_status is not None:
         message.result_status = to_proto_enum(task.result_status)
@@ -205,8 +210,26 @@ def _task_progress(task: TaskProgress) -> run_pb2.TaskProgress:
 
 def progress_to_proto(progress: RunProgress) -> run_pb2.RunProgress:
     return run_pb2.RunProgress(
-        counts=_counts(progress.counters), tasks=[_task_progress(t) for t in progress.tasks]
+        counts=_counts(progress.counters, progress.in_flight),
+        tasks=[_task_progress(t) for t in progress.tasks],
     )
+
+
+def _activity(model: ModelActivity) -> event_pb2.ModelActivity:
+    message = event_pb2.ModelActivity(
+        model_id=model.model_id,
+        queued=model.queued,
+        in_flight=model.in_flight,
+        waiting_on=model.waiting_on,
+        consecutive_failures=model.consecutive_failures,
+    )
+    if model.stalled_since is not None:
+        message.stalled_since.CopyFrom(timestamp(model.stalled_since))
+    if model.last_error is not None:
+        message.last_error.CopyFrom(eval_error_to_proto(model.last_error))
+    if model.last_error_at is not None:
+        message.last_error_time.CopyFrom(timestamp(model.last_error_at))
+    return message
 
 
 def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
@@ -247,6 +270,7 @@ def run_to_proto(run: Run) -> run_pb2.Run:
         created_time=timestamp(run.created_at),
         last_seq=run.last_seq,
         request_id=run.request_id or "",
+        cancel_requested=run.cancel_requested,
     )
     if run.started_at is not None:
         message.started_time.CopyFrom(timestamp(run.started_at))
@@ -265,13 +289,18 @@ def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_p
         changed.state = to_proto_enum(event.run_state)
         if event.previous_state is not None:
             changed.previous = to_proto_enum(event.previous_state)
+        changed.cancel_requested = event.cancel_requested
     elif event.kind is EventKind.PROGRESS and event.progress is not None:
         snapshot = message.progress
         snapshot.progress.CopyFrom(progress_to_proto(event.progress))
-        snapshot.throughput_per_s = event.progress.throughput_per_s
+        snapshot.throughput_known = event.progress.throughput_known
+        snapshot.throughput_per_s = (
+            event.progress.throughput_per_s if event.progress.throughput_known else 0.0
+        )
         if event.progress.eta_s is not None:
             snapshot.eta.CopyFrom(duration(event.progress.eta_s))
         snapshot.completed_since_last = completed_since_last
+        snapshot.models.extend(_activity(m) for m in event.progress.models)
     elif event.kind is EventKind.TASK_SCORED and event.evaluation is not None:
         message.task_scored.result.CopyFrom(evaluation_to_proto(event.evaluation))
     elif event.kind is EventKind.SAMPLE_FAILED and event.sample_failure is not None:

@@ -99,7 +99,7 @@ class Evald:
                 scoring,
                 max_inflight=self.config.limits.max_inflight,
                 heartbeat_s=self._heartbeat_s,
-                **self._engine_options,
+                **{"stall_after_s": self.config.server.stall_warning_s, **self._engine_options},
             )
             self._engine = engine
             self._datasets = DatasetService(store, self.config.limits)

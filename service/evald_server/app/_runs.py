@@ -8,6 +8,9 @@ and every subtask in one transaction, and only then hands the run to the engine.
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+
+import anyio
 
 from evald_server.app._pages import decode_token, encode_token, integer, keyset, page_size
 from evald_server.app._sample_pages import SampleBudget, cost, fitted
@@ -47,6 +50,9 @@ _RETRYABLE = (SubtaskState.FAILED_PERMANENT, SubtaskState.CANCELLED)
 
 _SAMPLE_BATCH = 16  # rows read per store call while filling a ListSamples page
 
+_LIVE = (RunState.PENDING, RunState.RUNNING)
+CANCEL_WAIT_S = 5.0  # how long CancelRun waits for the run to end before it answers
+
 
 class RunService:
     def __init__(self, config: ServerConfig, store: Store, engine: Engine) -> None:
@@ -64,7 +70,8 @@ class RunService:
         return run
 
     async def _run(self, row: RunRow) -> Run:
-        return Run.of(row, await self._store.get_tasks(row.run_id), now=time.time())
+        tasks = await self._store.get_tasks(row.run_id)
+        return Run.of(row, tasks, now=time.time(), calls=self._engine.calls_in_flight())
 
     async def create(
         self, tenant: str, spec: RunSpec, request_id: str | None = None
@@ -236,10 +243,19 @@ class RunService:
         return Page(tuple([await self._run(r) for r in rows]), next_token)
 
     async def cancel(self, tenant: str, run_id: str) -> Run:
-        """Cancel a live run (a finished one is returned unchanged)."""
+        """Cancel a live run and answer with the state the cancel produced: CANCELLED once
+        its calls are aborted and its tasks with finished work scored, if that takes at
+        most ``CANCEL_WAIT_S``; else the run as it is then (``cancel_requested`` set).
+        A finished run is returned unchanged."""
         run = await self._owned(tenant, run_id)
         if not run.state.is_terminal:
             await self._engine.cancel_run(run_id)
+            with anyio.move_on_after(CANCEL_WAIT_S):
+                events = await self._engine.watch(run_id, run.last_seq)
+                async with aclosing(events):
+                    async for event in events:
+                        if event.is_terminal:
+                            break
         return await self.get(tenant, run_id)
 
     async def retry(

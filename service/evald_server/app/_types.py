@@ -103,13 +103,21 @@ class Run:
     request_id: str | None
 
     @classmethod
-    def of(cls, row: RunRow, tasks: Sequence[TaskRow], *, now: float) -> "Run":
+    def of(
+        cls,
+        row: RunRow,
+        tasks: Sequence[TaskRow],
+        *,
+        now: float,
+        calls: Mapping[str, int] | None = None,
+    ) -> "Run":
+        """``calls``: provider calls in flight per task (the engine's live count)."""
         return cls(
             run_id=row.run_id,
             spec=RunSpec.from_json(row.spec),
             state=row.state,
             cancel_requested=row.cancel_requested,
-            progress=RunProgress.of(row, tasks, now=now),
+            progress=RunProgress.of(row, tasks, now=now, calls=calls),
             created_at=row.created_at,
             started_at=row.started_at,
             finished_at=row.finished_at,

@@ -5,6 +5,7 @@ from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub
 from evald_server.engine._executor import TaskContext
+from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import (
     MODEL_LIMIT,
     RUN_LIMIT,
@@ -15,7 +16,13 @@ from evald_server.engine._limits import (
     check_limit,
 )
 from evald_server.engine._profile import build_profile, percentile
-from evald_server.engine._progress import RunEvent, RunProgress, SampleFailure, TaskProgress
+from evald_server.engine._progress import (
+    ModelActivity,
+    RunEvent,
+    RunProgress,
+    SampleFailure,
+    TaskProgress,
+)
 from evald_server.engine._prompting import ShotSourceProblem, shot_source, task_prompt
 from evald_server.engine._results import (
     CONTRACT_VERSION,
@@ -40,9 +47,11 @@ __all__ = [
     "Engine",
     "EventHub",
     "ExecutionProfile",
+    "LaneState",
     "Limit",
     "LimitStats",
     "Limiter",
+    "ModelActivity",
     "ModelIdentity",
     "Provenance",
     "RetryPolicy",

@@ -12,6 +12,10 @@ A call holds, while in flight: a slot of its run's limit (taken without waiting 
 the worker picks the subtask), the server-wide ``max_inflight`` and its model's
 ``max_concurrency``. Each call runs in a cancel scope registered under its run, so
 a cancel (or a drain) aborts the HTTP request at once.
+
+A run limit spans lanes: a slot freed by one lane wakes every lane that holds work of
+that run, and the releasing worker yields before it takes again, so the slot goes to
+a lane that was waiting for it rather than back to the lane that freed it.
 """
 
 import logging
@@ -22,11 +26,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from evald_server.engine._committer import Committer
 from evald_server.engine._executor import TaskContext, aborted, call_model
-from evald_server.engine._lanes import Lane
-from evald_server.engine._limits import Limiter
+from evald_server.engine._lanes import Lane, LaneState
+from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
 from evald_server.providers import Provider
 from evald_server.store import ClaimedSubtask, EventRow, Store, SubtaskOutcome
 
@@ -64,6 +69,7 @@ class Dispatcher:
             for model_id, provider in providers.items()
         }
         self._inflight: dict[str, set[anyio.CancelScope]] = {}
+        self.calls_by_task: dict[str, int] = {}  # provider calls in flight, per task
         self._cancelled_runs: set[str] = set()
         self._stopping = False
         self._idle = anyio.Event()  # set when stopping and no call is in flight
@@ -89,6 +95,7 @@ class Dispatcher:
             scope.cancel()
         for lane in self.lanes.values():
             lane.forget(run_id)
+            lane.items_changed()
             for item in lane.drop(run_id):
                 await self._committer.submit(
                     aborted(item, attempted=False, release=False, call_time_s=0.0)
@@ -124,6 +131,13 @@ class Dispatcher:
     def inflight(self) -> int:
         return sum(len(s) for s in self._inflight.values())
 
+    def lane_states(self) -> list[LaneState]:
+        return [lane.state(self._limiter) for lane in self.lanes.values()]
+
+    def observe(self, now: float) -> None:
+        for lane in self.lanes.values():
+            lane.observe(now, self._limiter)
+
     # -- running -----------------------------------------------------------------------
 
     async def run(
@@ -153,12 +167,16 @@ class Dispatcher:
                 await wake.wait()
 
     async def _fill(self, lane: Lane) -> tuple[int, float | None]:
-        """One claiming round across the lane's runs; returns (claimed, next retry due)."""
-        want = lane.high_water - lane.buffered
+        """One claiming round across the lane's runs; returns (claimed, next retry due).
+
+        The water marks count takeable work only: subtasks waiting for their run's
+        slots (held by other lanes) leave room to claim other runs' work."""
+        takeable = lane.takeable(self._limiter)
+        want = lane.high_water - takeable
         now = time.time()
         ready = [run_id for run_id in lane.claim_order if lane.runs[run_id].runnable(now)]
         claimed = 0
-        if lane.buffered < lane.low_water and want > 0 and ready:
+        if takeable < lane.low_water and want > 0 and ready:
             lane.claim_order.rotate(-1)  # the next round starts with the next run
             share = max(1, math.ceil(want / len(ready)))
             for run_id in ready:
@@ -211,8 +229,46 @@ class Dispatcher:
             finally:
                 if run_limit is not None:
                     run_limit.release()
-                    lane.items_changed()  # a run-limited subtask may be takeable now
+                    self._run_slot_freed(item.run_id)
             await self._committer.submit(outcome)
+            if run_limit is not None:
+                # Let a lane woken for the freed slot take it before this one does.
+                await anyio.lowlevel.checkpoint()
+
+    def _run_slot_freed(self, run_id: str) -> None:
+        """Wake every lane holding work of the run (and the feeders: takeable work grew)."""
+        for lane in self.lanes.values():
+            if lane.buffered_for(run_id):
+                lane.items_changed()
+                if lane.takeable(self._limiter) < lane.low_water:
+                    lane.wake_feeder()
+
+    async def _acquire(self, lane: Lane, limit: Limit, name: str) -> None:
+        if limit.try_acquire():
+            return
+        lane.waiting[name] += 1
+        try:
+            await limit.acquire()
+        finally:
+            lane.waiting[name] -= 1
+
+    async def _call(self, lane: Lane, item: ClaimedSubtask, ctx: TaskContext) -> SubtaskOutcome:
+        """The provider call itself, counted as in flight for progress and stall checks."""
+        lane.call_started(item.run_id)
+        self.calls_by_task[item.task_id] = self.calls_by_task.get(item.task_id, 0) + 1
+        outcome: SubtaskOutcome | None = None
+        try:
+            outcome = await call_model(
+                item, ctx, lane.provider, self._rng, reference=lane.needs_reference
+            )
+            return outcome
+        finally:
+            lane.call_ended(item.run_id, outcome, time.time())
+            left = self.calls_by_task[item.task_id] - 1
+            if left:
+                self.calls_by_task[item.task_id] = left
+            else:
+                del self.calls_by_task[item.task_id]
 
     async def _attempt(self, lane: Lane, item: ClaimedSubtask) -> SubtaskOutcome:
         ctx = self._contexts[item.task_id]
@@ -226,14 +282,12 @@ class Dispatcher:
         started = time.perf_counter()
         try:
             with scope:
-                await self._limiter.server.acquire()
+                await self._acquire(lane, self._limiter.server, SERVER_LIMIT)
                 try:
-                    await lane.limit.acquire()
+                    await self._acquire(lane, lane.limit, MODEL_LIMIT)
                     try:
                         attempted = True
-                        return await call_model(
-                            item, ctx, lane.provider, self._rng, reference=lane.needs_reference
-                        )
+                        return await self._call(lane, item, ctx)
                     finally:
                         lane.limit.release()
                 finally:

@@ -3,14 +3,19 @@
 ``Engine.run`` is an anyio service (``await tg.start(engine.run)``): on start it resumes
 what a previous process left (subtasks left ``running`` go back to pending without
 spending a retry, live runs are dispatched again, finished tasks not yet scored are
-scored), then runs the committer, the dispatcher, the watcher and the progress
-tracker until ``drain``.
+scored), then runs the committer, the dispatcher, the watcher, the progress
+tracker and the lane monitor until ``drain``.
+
+The lane monitor samples every model's lane: one with ready work and no provider call
+in flight for ``stall_after_s`` is *stalled* — logged as a warning with its state
+(buffered work, the limits it waits on, recent errors), shown in the progress events
+of the runs with work there, and logged again every ``stall_after_s`` while it lasts.
 """
 
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import anyio.abc
@@ -29,8 +34,9 @@ from evald_server.engine._committer import Committer
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
+from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
-from evald_server.engine._progress import RunEvent
+from evald_server.engine._progress import ModelActivity, RunEvent
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._spec import DatasetRef, RunSpec
@@ -39,6 +45,7 @@ from evald_server.providers import Provider
 from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
 
 _log = logging.getLogger(__name__)
+FAILING_AFTER = 3  # consecutive failed calls of a model before a warning is logged
 
 
 class Engine:
@@ -54,6 +61,7 @@ class Engine:
         commit_batch: int = 256,
         commit_delay_s: float = 0.02,
         scoring_concurrency: int = 2,
+        stall_after_s: float = 60.0,
         rng: random.Random | None = None,
     ) -> None:
         self.store = store
@@ -81,7 +89,15 @@ class Engine:
             self._on_run_finished,
             concurrency=scoring_concurrency,
         )
-        self.progress = ProgressTracker(store, self.events.publish)
+        self.stall_after_s = stall_after_s
+        self.progress = ProgressTracker(
+            store,
+            self.events.publish,
+            calls=self.dispatcher.calls_by_task,
+            activity=self.model_activity,
+        )
+        self._stall_warned: dict[str, float] = {}  # model id -> when last warned
+        self._failing: set[str] = set()  # models warned about a streak of failed calls
         self._dispatcher_done = anyio.Event()
         self._committer_done = anyio.Event()
         self._stopped = anyio.Event()
@@ -100,6 +116,7 @@ class Engine:
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
             await tg.start(self.watcher.run)
             await tg.start(self.progress.run)
+            tg.start_soon(self._monitor_lanes)
             task_status.started()
             await self._stopped.wait()
             tg.cancel_scope.cancel()
@@ -177,6 +194,7 @@ class Engine:
             self.watcher.schedule(
                 await self.store.fail_model_work(run_id, model_id, error, time.time())
             )
+        self.progress.started(run_id)
         self.dispatcher.add_work(run_id, sorted(live & set(self._providers)))
 
     async def cancel_run(self, run_id: str) -> TransitionReport:
@@ -207,12 +225,97 @@ class Engine:
             await self.register_run(run_id)
         return report
 
-    async def watch(self, run_id: str, after_seq: int) -> AsyncIterator[RunEvent]:
+    async def watch(self, run_id: str, after_seq: int) -> AsyncGenerator[RunEvent, None]:
         """Validate the cursor now (errors raise here), then iterate the events."""
         return await self.events.subscribe(run_id, after_seq)
 
     def limiter_stats(self) -> list[LimitStats]:
         return self.limiter.stats()
+
+    def lane_states(self) -> list[LaneState]:
+        """Per configured model: buffered work, calls in flight, waiting limits, errors."""
+        return self.dispatcher.lane_states()
+
+    def calls_in_flight(self) -> Mapping[str, int]:
+        """Provider calls in flight per task id (live; not stored)."""
+        return self.dispatcher.calls_by_task
+
+    def model_activity(self, run_id: str, model_ids: Sequence[str]) -> list[ModelActivity]:
+        """One row per model of a run, as its progress snapshots show them."""
+        states = {s.model_id: s for s in self.lane_states()}
+        now = time.time()
+        rows = []
+        for model_id in model_ids:
+            state = states.get(model_id)
+            if state is None:
+                continue
+            stalled = state.stalled(now, self.stall_after_s)
+            rows.append(
+                ModelActivity(
+                    model_id=model_id,
+                    queued=dict(state.buffered_by_run).get(run_id, 0),
+                    in_flight=dict(state.in_flight_by_run).get(run_id, 0),
+                    waiting_on=state.waiting_on,
+                    stalled_since=state.idle_since if stalled else None,
+                    last_error=state.last_error if state.consecutive_failures else None,
+                    last_error_at=state.last_error_at if state.consecutive_failures else None,
+                    consecutive_failures=state.consecutive_failures,
+                )
+            )
+        return rows
+
+    def _check_failing(self, state: LaneState) -> None:
+        """One warning per streak of failed calls (from the third), e.g. a model that
+        cannot be reached; an INFO line when a call succeeds again."""
+        if state.consecutive_failures >= FAILING_AFTER and state.last_error is not None:
+            if state.model_id not in self._failing:
+                self._failing.add(state.model_id)
+                _log.warning(
+                    "model %s: %d consecutive failed calls, latest %s: %s",
+                    state.model_id,
+                    state.consecutive_failures,
+                    state.last_error.reason.value,
+                    state.last_error.message,
+                )
+        elif state.consecutive_failures == 0 and state.model_id in self._failing:
+            self._failing.discard(state.model_id)
+            _log.info("model %s answers again", state.model_id)
+
+    async def _monitor_lanes(self) -> None:
+        every = min(1.0, max(self.stall_after_s / 4, 0.05))
+        while True:
+            await anyio.sleep(every)
+            self.check_stalls(time.time())
+
+    def check_stalls(self, now: float) -> None:
+        """Warn about stalled lanes (again every ``stall_after_s`` while they last) and
+        snapshot the progress of their runs; say when a stalled lane moves again."""
+        self.dispatcher.observe(now)
+        for state in self.lane_states():
+            self._check_failing(state)
+            warned = self._stall_warned.get(state.model_id)
+            if state.stalled(now, self.stall_after_s):
+                if warned is None or now - warned >= self.stall_after_s:
+                    self._stall_warned[state.model_id] = now
+                    assert state.idle_since is not None
+                    _log.warning(
+                        "model %s stalled: ready work and no call in flight for %.0f s "
+                        "(buffered %d, waiting on %s, %d consecutive failed calls%s; runs %s)",
+                        state.model_id,
+                        now - state.idle_since,
+                        state.buffered,
+                        ", ".join(state.waiting_on) or "nothing",
+                        state.consecutive_failures,
+                        f", last error {state.last_error.reason.value}: {state.last_error.message}"
+                        if state.last_error is not None and state.consecutive_failures
+                        else "",
+                        ", ".join(state.runs) or "none",
+                    )
+                    self.progress.force(state.runs)
+            elif warned is not None:
+                del self._stall_warned[state.model_id]
+                _log.info("model %s is no longer stalled", state.model_id)
+                self.progress.force(state.runs)
 
     # -- callbacks -----------------------------------------------------------------------
 
@@ -224,6 +327,7 @@ class Engine:
             observe(batch)
         for retry in report.retries:
             self.dispatcher.retry_scheduled(retry.run_id, retry.model_id, retry.next_attempt_at)
+        self.progress.touch({retry.run_id for retry in report.retries})
         force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}
         self.progress.completed(report.completed_per_run, force=force)
         self.watcher.schedule(report.finished_tasks)

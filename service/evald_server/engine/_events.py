@@ -6,11 +6,19 @@ of recent events, and wakes waiting subscribers. A subscriber *pulls*: it reads 
 ring when the ring covers its cursor and the store otherwise, at its own pace, so a
 slow subscriber holds no queue at all and can never slow the engine. Its cursor makes
 delivery gap-free and duplicate-free whatever order events are published in.
+
+The ring's invariant: it holds a contiguous run of seqs ending at the channel's
+``last_seq``, and ``last_seq`` moves only when events are *published*. A subscriber
+that reads the store may see events committed but not yet published (the engine
+publishes after its commit returns); those never move ``last_seq`` ahead of the ring,
+or another subscriber would take the ring's silence for "nothing new" and skip them.
+A subscriber idle for a heartbeat reads the store again, so an event whose publish
+never came is still delivered.
 """
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -30,9 +38,12 @@ class _Channel:
     changed: anyio.Event = field(default_factory=anyio.Event)
 
     def since(self, cursor: int) -> list[EventRow] | None:
-        """Events after ``cursor`` from the ring; None when the ring does not reach back."""
+        """Published events after ``cursor`` from the ring; None when the ring does not
+        reach back that far (the store has them)."""
+        if cursor >= self.last_seq:
+            return []
         if not self.ring or self.ring[0].seq > cursor + 1:
-            return None if self.last_seq > cursor else []
+            return None
         return [e for e in self.ring if e.seq > cursor]
 
 
@@ -65,7 +76,7 @@ class EventHub:
             channel.changed.set()
             channel.changed = anyio.Event()
 
-    async def subscribe(self, run_id: str, after_seq: int) -> AsyncIterator[RunEvent]:
+    async def subscribe(self, run_id: str, after_seq: int) -> AsyncGenerator[RunEvent, None]:
         """Events with seq > ``after_seq``, then live ones, ending after the terminal one.
 
         Raises ``OutOfRange`` (WATCH_SEQ_EXPIRED, metadata ``oldestSeq``) when events
@@ -85,7 +96,9 @@ class EventHub:
             return _nothing()  # the client has seen the end already
         return self._follow(run_id, after_seq, run.last_seq)
 
-    async def _follow(self, run_id: str, cursor: int, last_seq: int) -> AsyncIterator[RunEvent]:
+    async def _follow(
+        self, run_id: str, cursor: int, last_seq: int
+    ) -> AsyncGenerator[RunEvent, None]:
         channel = self._channels.get(run_id)
         if channel is None:
             channel = self._channels[run_id] = _Channel(last_seq=last_seq)
@@ -100,7 +113,6 @@ class EventHub:
                     events = await self._store.read_events(run_id, cursor, _PAGE)
                     if events and events[0].seq != cursor + 1:
                         _check_retained(run_id, cursor, events[0].seq)
-                    channel.last_seq = max(channel.last_seq, events[-1].seq if events else 0)
                 for row in events:
                     event = RunEvent.from_row(row)
                     yield event
@@ -112,6 +124,7 @@ class EventHub:
                 with anyio.move_on_after(self._heartbeat_s) as idle:
                     await waiter.wait()
                 if idle.cancelled_caught:
+                    from_store = True  # a safety net: never rely on a publish alone
                     yield RunEvent.heartbeat(run_id, cursor, time.time())
         finally:
             channel.subscribers -= 1
@@ -124,7 +137,7 @@ class EventHub:
         return run is None or run.terminal_seq == seq or run.last_seq == seq
 
 
-async def _nothing() -> AsyncIterator[RunEvent]:
+async def _nothing() -> AsyncGenerator[RunEvent, None]:
     return
     yield  # an async generator that yields nothing
 

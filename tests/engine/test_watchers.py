@@ -1,0 +1,146 @@
+"""Live watchers miss nothing: batches of events of every kind, committed at once and
+published a moment later (as the engine does: commit, then tell the hub), while many
+watchers join, read for a while, leave and resume with their last seq. Every watcher's
+sequence must be gap-free and duplicate-free, and end with the terminal event.
+
+The events are real: their payloads are taken from a run that the engine executed
+against the fake provider on loopback (with permanent faults, so that it logged
+sample failures), and they are appended to a live run's log in the real SQLite store.
+"""
+
+import random
+from pathlib import Path
+
+import anyio
+import pytest
+
+from evald_server.app import DatasetRef, Evald, RunSpec
+from evald_server.domain import RunState
+from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
+from evald_server.store import EventKind, EventRow, NewEvent
+from tests.engine._support import (
+    TENANT,
+    InlineScoring,
+    make_config,
+    simulated,
+    upload,
+    wait_until_finished,
+)
+
+
+async def _donor_events(app: Evald) -> list[EventRow]:
+    """Events of every kind from a real run (its terminal state change left out)."""
+    spec = RunSpec(models=("faulty",), datasets=(DatasetRef("d", "1.0.0"),))
+    run = await app.create_run(TENANT, spec)
+    await wait_until_finished(app, run.run_id)
+    rows = await app.engine.store.read_events(run.run_id, 0, 10_000)
+    kinds = {r.kind for r in rows}
+    assert {EventKind.RUN_STATE, EventKind.PROGRESS, EventKind.SAMPLE_FAILED} <= kinds
+    assert EventKind.TASK_SCORED in kinds
+    return [r for r in rows if not (r.kind is EventKind.RUN_STATE and _terminal(r))]
+
+
+def _terminal(row: EventRow) -> bool:
+    return row.kind is EventKind.RUN_STATE and RunState(row.payload["state"]).is_terminal
+
+
+async def _watcher(app: Evald, run_id: str, rng: random.Random, sequences: list[list[int]]) -> None:
+    """Join, read a few events, leave, resume from the last seq; until the terminal."""
+    seen: list[int] = []
+    sequences.append(seen)
+    cursor = 0
+    while True:
+        budget = rng.randint(1, 40)
+        ended = False
+        events = await app.watch(TENANT, run_id, cursor)
+        async for event in events:
+            if event.kind is EventKind.HEARTBEAT:
+                continue
+            seen.append(event.seq)
+            cursor = event.seq
+            if event.is_terminal:
+                ended = True
+                break
+            budget -= 1
+            if budget == 0:
+                break
+        await events.aclose()  # type: ignore[attr-defined]
+        if ended:
+            return
+        await anyio.sleep(rng.uniform(0.0, 0.01))
+
+
+async def _commit_batches(
+    app: Evald, run_id: str, donors: list[EventRow], rng: random.Random, batches: int
+) -> None:
+    """Append batches in one transaction each; publish each a moment after its commit."""
+    store, hub = app.engine.store, app.engine.events
+    for _ in range(batches):
+        picked = [rng.choice(donors) for _ in range(rng.randint(1, 8))]
+        rows = await store.append_events(
+            run_id, [NewEvent(r.kind, r.payload, r.time) for r in picked]
+        )
+        await anyio.sleep(rng.choice((0.0, 0.0, rng.uniform(0.0, 0.004))))
+        hub.publish(rows)
+
+
+async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: int) -> None:
+    fault = FaultRate(Behaviour.error(400, message="rejected by the fake"), 0.3)
+    async with FakeProvider(FakeConfig(latency_ms=1.0, faults=(fault,), seed=seed)) as fake:
+        models = [
+            fake.model_config("faulty", max_concurrency=4),
+            simulated("idle", latency_ms=600_000.0, concurrency=1),
+        ]
+        config = make_config(tmp_path, models)
+        async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.05) as app:
+            await upload(app, "d", 24)
+            donors = await _donor_events(app)
+            terminal = NewEvent(
+                EventKind.RUN_STATE, {"state": "succeeded", "previous": "running"}, 0.0
+            )
+            # A live run whose own work never finishes: its log is ours to fill.
+            spec = RunSpec(models=("idle",), datasets=(DatasetRef("d", "1.0.0"),))
+            target = await app.create_run(TENANT, spec)
+            sequences: list[list[int]] = []
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    for i in range(watchers):
+                        tg.start_soon(
+                            _watcher, app, target.run_id, random.Random(seed * 97 + i), sequences
+                        )
+                    async with anyio.create_task_group() as writers:
+                        for w in range(2):  # two writers: publishes may arrive out of order
+                            writers.start_soon(
+                                _commit_batches,
+                                app,
+                                target.run_id,
+                                donors,
+                                random.Random(seed * 31 + w),
+                                batches,
+                            )
+                    rows = await app.engine.store.append_events(target.run_id, [terminal])
+                    app.engine.events.publish(rows)
+            last = rows[-1].seq
+            for seen in sequences:
+                assert seen == list(range(1, last + 1)), _first_gap(seen)
+            await app.cancel_run(TENANT, target.run_id)
+
+
+def _first_gap(seen: list[int]) -> str:
+    for i, seq in enumerate(seen):
+        if seq != i + 1:
+            return f"expected seq {i + 1}, got {seq} (of {len(seen)} seen)"
+    return f"ended early after {len(seen)} events"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("seed", range(3))
+async def test_watchers_that_join_and_leave_see_every_batch(tmp_path: Path, seed: int) -> None:
+    await _check_watchers(tmp_path, seed, watchers=12, batches=120)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("seed", range(100, 106))
+async def test_watchers_that_join_and_leave_see_every_batch_long(tmp_path: Path, seed: int) -> None:
+    await _check_watchers(tmp_path, seed, watchers=24, batches=300)
