@@ -22,11 +22,13 @@ from contract_tests._producer_results import (
     stamp,
 )
 from evald.v1 import (
+    comparison_pb2,
     dataset_pb2,
     enums_pb2,
     errors_pb2,
     event_pb2,
     model_pb2,
+    result_pb2,
     run_pb2,
     sample_pb2,
     service_pb2,
@@ -39,6 +41,7 @@ def _progress() -> run_pb2.RunProgress:
             total=160,
             pending=40,
             running=16,
+            queued=6,
             retrying=4,
             succeeded=96,
             failed_permanent=2,
@@ -137,7 +140,23 @@ def run_event_state_changed() -> event_pb2.RunEvent:
 
 def run_event_progress() -> event_pb2.RunEvent:
     snapshot = event_pb2.ProgressSnapshot(
-        progress=_progress(), throughput_per_s=12.5, eta=duration(5), completed_since_last=50
+        progress=_progress(),
+        throughput_per_s=12.5,
+        eta=duration(5),
+        completed_since_last=50,
+        throughput_known=True,
+        models=[
+            event_pb2.ModelActivity(
+                model_id="sim-fast",
+                queued=6,
+                in_flight=10,
+                waiting_on=["model.max_concurrency"],
+                stalled_since=stamp(4),
+                last_error=eval_error("PROVIDER_HTTP_5XX", "MODEL_PROVIDER_ERROR", 502, True),
+                last_error_time=stamp(5),
+                consecutive_failures=3,
+            )
+        ],
     )
     return _event(2, progress=snapshot)
 
@@ -200,6 +219,10 @@ def sample() -> sample_pb2.Sample:
         first_error=eval_error("PROVIDER_RATE_LIMITED", "MODEL_PROVIDER_ERROR", 502, True),
         last_error=eval_error("PROVIDER_RATE_LIMITED", "MODEL_PROVIDER_ERROR", 502, True),
         finished_time=stamp(9),
+        finish_reason=sample_pb2.FINISH_REASON_STOP,
+        usage_reported=True,
+        decode_tokens_per_second=42.5,
+        truncated_fields=[sample_pb2.TruncatedField(field="input", full_bytes=9_437_184)],
     )
 
 
@@ -252,6 +275,76 @@ def upload_dataset_response() -> service_pb2.UploadDatasetResponse:
 
 def create_run_request() -> service_pb2.CreateRunRequest:
     return service_pb2.CreateRunRequest(spec=run().spec, request_id="req-7")
+
+
+def retry_run_request() -> service_pb2.RetryRunRequest:
+    return service_pb2.RetryRunRequest(
+        run_id="run-0001",
+        task_ids=["task-qa"],
+        categories=[errors_pb2.ERROR_CATEGORY_MODEL_PROVIDER_ERROR],
+        reasons=[errors_pb2.ERROR_REASON_PROVIDER_RATE_LIMITED],
+        states=[enums_pb2.SUBTASK_STATE_FAILED_PERMANENT, enums_pb2.SUBTASK_STATE_CANCELLED],
+    )
+
+
+def compare_runs_response() -> service_pb2.CompareRunsResponse:
+    metric = comparison_pb2.MetricComparison(
+        metric="accuracy",
+        baseline_value=0.9,
+        candidate_value=0.75,
+        delta=-0.15,
+        delta_interval=result_pb2.MetricInterval(
+            lower=-0.25,
+            upper=-0.05,
+            confidence_level=0.95,
+            method=result_pb2.INTERVAL_METHOD_BOOTSTRAP_PERCENTILE,
+            resamples=1000,
+            seed=7,
+        ),
+        p_value=0.0021,
+        test=comparison_pb2.PAIRED_TEST_MCNEMAR_EXACT,
+        records_improved=2,
+        records_worsened=14,
+        records_unchanged=64,
+        record_score="correct",
+    )
+    return service_pb2.CompareRunsResponse(
+        comparison=comparison_pb2.RunComparison(
+            baseline_run_id="run-0001",
+            candidate_run_id="run-0002",
+            task_pairing=comparison_pb2.TASK_PAIRING_MODEL_POSITION,
+            tasks=[
+                comparison_pb2.TaskComparison(
+                    baseline_task_id="task-qa",
+                    candidate_task_id="task-qa-2",
+                    baseline_model_id="sim-fast",
+                    candidate_model_id="sim-new",
+                    dataset_name="qa-mini",
+                    benchmark_version="v1",
+                    task_type=enums_pb2.TASK_TYPE_QA,
+                    paired_samples=80,
+                    paired_records=80,
+                    baseline_only_records=1,
+                    candidate_only_records=0,
+                    baseline_only_record_ids=["r-0081"],
+                    metrics=[metric],
+                )
+            ],
+            unmatched_tasks=[
+                comparison_pb2.UnmatchedTask(
+                    run_id="run-0002",
+                    task_id="task-ner",
+                    model_id="sim-new",
+                    dataset_name="ner-mini",
+                    benchmark_version="v1",
+                )
+            ],
+            confidence_level=0.95,
+            resamples=1000,
+            permutations=10000,
+            seed=7,
+        )
+    )
 
 
 def watch_run_response() -> service_pb2.WatchRunResponse:
@@ -311,6 +404,8 @@ BUILDERS: dict[str, Callable[[], Message]] = {
         upload_dataset_chunk,
         upload_dataset_response,
         create_run_request,
+        retry_run_request,
+        compare_runs_response,
         watch_run_response,
         rpc_status_dataset_invalid,
         rpc_status_server_draining,

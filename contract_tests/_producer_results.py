@@ -113,6 +113,10 @@ def _shell(task_type: str, payload: Message) -> result_pb2.TaskEvaluationResult:
             rate_limited=3,
             effective_concurrency=7.5,
             scoring_time=duration(0.25),
+            samples_truncated=3,
+            samples_empty=1,
+            samples_without_usage=0,
+            decode_tokens_per_second=31.25,
         ),
         repeat_stats=result_pb2.RepeatStats(
             repeats=2, records=39, mean_within_record_stddev=0.125, consistent_record_fraction=0.9

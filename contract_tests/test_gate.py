@@ -196,21 +196,34 @@ def test_cut_baseline_releases_a_version(tmp_path: Path) -> None:
     root = _with_release_files(_workspace_copy(tmp_path))
     baselines = root / "contract_tests" / "baselines"
 
-    done = run_gate("--root", str(root), "--cut-baseline", "1.0.1")
+    # The next two patch releases after the newest baseline.
+    major, minor, patch = (int(p) for p in BASELINES[-1].stem.removeprefix("evald-v").split("."))
+    first, second = f"{major}.{minor}.{patch + 1}", f"{major}.{minor}.{patch + 2}"
+    done = run_gate("--root", str(root), "--cut-baseline", first)
     assert done.returncode == 0, done.stdout + done.stderr
-    image = baselines / "evald-v1.0.1.binpb"
+    image = baselines / f"evald-v{first}.binpb"
     assert baseline_pool(image).FindMessageTypeByName("evald.v1.TaskEvaluationResult")
     v1_init = (root / "clients" / "evald" / "v1" / "__init__.py").read_text(encoding="utf-8")
-    assert 'CONTRACT_VERSION = "1.0.1"' in v1_init
+    assert f'CONTRACT_VERSION = "{first}"' in v1_init
     assert _gate(root, "codegen")[0] == 0  # the cut left the generated code in sync
 
-    done = run_gate("--root", str(root), "--cut-baseline", "1.0.1")
+    done = run_gate("--root", str(root), "--cut-baseline", first)
     assert done.returncode == 2
-    assert "1.0.1 is not newer than evald-v1.0.1.binpb" in done.stderr
+    assert f"{first} is not newer than evald-v{first}.binpb" in done.stderr
 
     _apply(root, BREAKING_EDITS["rename an RPC"][0])
-    done = run_gate("--root", str(root), "--cut-baseline", "1.0.2")
+    done = run_gate("--root", str(root), "--cut-baseline", second)
     assert done.returncode == 2
     assert "contract gate: breaking FAILED" in done.stdout
     assert "no baseline written" in done.stderr
-    assert not (baselines / "evald-v1.0.2.binpb").exists()
+    assert not (baselines / f"evald-v{second}.binpb").exists()
+
+
+def test_results_name_the_contract_version_the_server_speaks() -> None:
+    # Provenance.contract_version is written by the engine, which must not import the
+    # generated code: a release bumps it by hand beside --cut-baseline (docs/CONTRACT.md).
+    from evald import v1
+    from evald_server.engine import CONTRACT_VERSION
+
+    assert CONTRACT_VERSION == v1.CONTRACT_VERSION
+    assert BASELINES[-1].name == f"evald-v{CONTRACT_VERSION}.binpb"

@@ -17,7 +17,7 @@ from evald_server.domain import EvalError, ResultStatus, TaskType
 from evald_server.engine._codec import from_jsonable, to_jsonable
 from evald_server.scoring import ScoreReport
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"
 
 
 @dataclass(frozen=True, slots=True)
