@@ -28,6 +28,7 @@ writes ``bench/results/e2e.json``.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -50,6 +52,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_evals import Case, Dataset
 from pydantic_evals.evaluators import EqualsExpected
 
+from bench import _stacks
 from bench.bench_engine import _bare_run  # the same reference loop as the engine bench
 from evald_client import AsyncEvaldClient, DatasetRef, Progress, TaskScored
 from evald_server.fake_provider import FakeControl, FakeProcess
@@ -57,6 +60,7 @@ from evald_server.fake_provider import FakeControl, FakeProcess
 RESULTS = Path(__file__).parent / "results" / "e2e.json"
 LISTENING = "evald listening on "
 PROFILE_DIR: Path | None = None  # --profile-server
+SAMPLE_DIR: Path | None = None  # --py-spy: the P1 runs' stacks, and where the CPU goes
 
 
 # -- the server as a child process ------------------------------------------------------------
@@ -277,10 +281,13 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
             name="p1", version="1.0.0", task_type="classification", records=_records(n)
         )
         await _warm_up(client)
-        for _ in range(args.repeats):  # interleaved, so drift hits all three alike
-            evald_runs.append(
-                await _evald_run(client, fake.control, [DatasetRef("p1", "1.0.0")], server)
-            )
+        for i in range(args.repeats):  # interleaved, so drift hits all three alike
+            with contextlib.ExitStack() as sampling:
+                if SAMPLE_DIR is not None:
+                    sampling.enter_context(_stacks.sample(server.pid, SAMPLE_DIR / f"p1-{i}.txt"))
+                evald_runs.append(
+                    await _evald_run(client, fake.control, [DatasetRef("p1", "1.0.0")], server)
+                )
             bare_runs.append(await _bare_run(url, n, c))
             peer_runs.append(await _pydantic_evals(url, args.peer_n, c))
     assert all(r["state"] == "succeeded" and r["succeeded"] == n for r in evald_runs)
@@ -288,6 +295,13 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
     bare_wall = _median([r["wall_s"] for r in bare_runs])
     peer_wall = _median([r["wall_s"] for r in peer_runs]) * n / args.peer_n
     latencies = [[*r["progress_latency_s"]] for r in evald_runs]
+    breakdown: dict[str, Any] | None = None
+    if SAMPLE_DIR is not None:
+        samples: Counter[str] = Counter()
+        for i in range(args.repeats):
+            samples.update(_stacks.breakdown(SAMPLE_DIR / f"p1-{i}.txt"))
+        cpu = _median([r["server_cpu_us_per_subtask"] for r in evald_runs])
+        breakdown = {"samples": dict(samples), "us_per_subtask": _stacks.shares_us(samples, cpu)}
     return {
         "n": n,
         "concurrency": c,
@@ -316,6 +330,7 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
             "max_s": _median([max(x) for x in latencies]),
             "snapshots_measured": [len(x) for x in latencies],
         },
+        "server_cpu_breakdown": breakdown,
         "evald_runs": [
             {k: v for k, v in r.items() if k != "progress_latency_s"} for r in evald_runs
         ],
@@ -591,6 +606,17 @@ def _table(report: dict[str, Any]) -> list[str]:
                 f"{p3['workers_peak_rss_mb']:.0f} MB)",
             )
         )
+    breakdown = p1.get("server_cpu_breakdown")
+    if breakdown:
+        jobs = {k: v for k, v in breakdown["samples"].items() if not k.startswith("thread: ")}
+        busy = sum(v for k, v in jobs.items() if k != _stacks.IDLE)
+        rows.append(
+            f"P1 server CPU per subtask by job, µs (py-spy: {busy} busy samples, "
+            f"{breakdown['samples'].get(_stacks.IDLE, 0)} idle left out):"
+        )
+        rows.extend(f"  {name:<36} {us:7.1f}" for name, us in breakdown["us_per_subtask"].items())
+        threads = {k[8:]: v for k, v in breakdown["samples"].items() if k.startswith("thread: ")}
+        rows.append("  samples by thread: " + ", ".join(f"{k} {v}" for k, v in threads.items()))
     return rows
 
 
@@ -618,7 +644,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--profile-server", type=Path, metavar="DIR", help="run the servers under cProfile"
     )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="sample the server with py-spy during the P1 runs; report where its CPU goes",
+    )
     args = parser.parse_args(argv)
+    if args.py_spy is not None:
+        global SAMPLE_DIR
+        SAMPLE_DIR = args.py_spy.resolve()
+        SAMPLE_DIR.mkdir(parents=True, exist_ok=True)
     if args.profile_server is not None:
         global PROFILE_DIR
         PROFILE_DIR = args.profile_server.resolve()
