@@ -173,17 +173,22 @@ async def _evald_run(
     """CreateRun → terminal, with every progress snapshot and result timed on arrival."""
     await fake.reset()
     cpu_before = _cpu_s(server)
+    sampler = RssSampler(server)
     started = time.time()
-    run = await client.create_run(models=["bench"], datasets=list(datasets))
     progress: list[tuple[float, int]] = []  # (received at, succeeded)
     scored: list[tuple[float, str, float]] = []  # (received at, task_id, scoring time)
-    async for event in client.watch(run.run_id):
-        now = time.time()
-        if isinstance(event, Progress):
-            progress.append((now, event.progress.counts.succeeded))
-        elif isinstance(event, TaskScored):
-            result = event.result
-            scored.append((now, result.task_id, result.execution.scoring_time_s))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sampler.run)
+        sampler.phase = "run"
+        run = await client.create_run(models=["bench"], datasets=list(datasets))
+        async for event in client.watch(run.run_id):
+            now = time.time()
+            if isinstance(event, Progress):
+                progress.append((now, event.progress.counts.succeeded))
+            elif isinstance(event, TaskScored):
+                result = event.result
+                scored.append((now, result.task_id, result.execution.scoring_time_s))
+        sampler.stop.set()
     cpu_after = _cpu_s(server)
     final = await client.get_run(run.run_id)
     journal = [e for e in await fake.journal() if e.outcome == "ok" and e.finished_at]
@@ -202,6 +207,8 @@ async def _evald_run(
         "fake_cpu_us_per_request": stats["cpu_per_request_us"],
         "server_cpu_us_per_subtask": (cpu_after[0] - cpu_before[0]) / len(answered_at) * 1e6,
         "scoring_workers_cpu_s": cpu_after[1] - cpu_before[1],
+        "server_peak_rss_mb": round(sampler.peak, 1),
+        "workers_peak_rss_mb": round(sampler.workers, 1),
         "fake_peak_concurrency": stats["peak_concurrency_all"],
         "progress_latency_s": _progress_latency(answered_at, progress),
         "scored": [(t - started, task, s) for t, task, s in scored],
@@ -321,6 +328,8 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
         "server_cpu_us_per_subtask": _median([r["server_cpu_us_per_subtask"] for r in evald_runs]),
         "bare_cpu_us_per_request": _median([r["cpu_us_per_req"] for r in bare_runs]),
         "scoring_s": _median([r["scored"][-1][2] for r in evald_runs]),
+        "server_peak_rss_mb": max(r["server_peak_rss_mb"] for r in evald_runs),
+        "workers_peak_rss_mb": max(r["workers_peak_rss_mb"] for r in evald_runs),
         "speedup_vs_pydantic_evals": round(peer_wall / evald_wall, 2),
         "fake_cpu_us_per_request": _median([r["fake_cpu_us_per_request"] for r in evald_runs]),
         "fake_peak_concurrency": [r["fake_peak_concurrency"] for r in evald_runs],
@@ -557,6 +566,14 @@ def _table(report: dict[str, Any]) -> list[str]:
             f"then scoring {p1['scoring_s']:.2f} s; CPU/request: evald server "
             f"{p1['server_cpu_us_per_subtask']:.0f} µs, "
             f"bare loop {p1['bare_cpu_us_per_request']:.0f} µs",
+        ),
+        _row(
+            "P1 peak RSS MB, server / workers",
+            f"{p1['server_peak_rss_mb']:.1f}",
+            f"{p1['workers_peak_rss_mb']:.1f}",
+            "",
+            f"server + scoring workers {p1['server_peak_rss_mb'] + p1['workers_peak_rss_mb']:.0f}"
+            " MB (<= 200 MB)",
         ),
         _row(
             "P1 wall s vs pydantic-evals",
