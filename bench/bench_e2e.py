@@ -28,6 +28,7 @@ writes ``bench/results/e2e.json``.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -50,6 +52,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_evals import Case, Dataset
 from pydantic_evals.evaluators import EqualsExpected
 
+from bench import _stacks
 from bench.bench_engine import _bare_run  # the same reference loop as the engine bench
 from evald_client import AsyncEvaldClient, DatasetRef, Progress, TaskScored
 from evald_server.fake_provider import FakeControl, FakeProcess
@@ -57,6 +60,7 @@ from evald_server.fake_provider import FakeControl, FakeProcess
 RESULTS = Path(__file__).parent / "results" / "e2e.json"
 LISTENING = "evald listening on "
 PROFILE_DIR: Path | None = None  # --profile-server
+SAMPLE_DIR: Path | None = None  # --py-spy: the P1 runs' stacks, and where the CPU goes
 
 
 # -- the server as a child process ------------------------------------------------------------
@@ -169,17 +173,22 @@ async def _evald_run(
     """CreateRun → terminal, with every progress snapshot and result timed on arrival."""
     await fake.reset()
     cpu_before = _cpu_s(server)
+    sampler = RssSampler(server)
     started = time.time()
-    run = await client.create_run(models=["bench"], datasets=list(datasets))
     progress: list[tuple[float, int]] = []  # (received at, succeeded)
     scored: list[tuple[float, str, float]] = []  # (received at, task_id, scoring time)
-    async for event in client.watch(run.run_id):
-        now = time.time()
-        if isinstance(event, Progress):
-            progress.append((now, event.progress.counts.succeeded))
-        elif isinstance(event, TaskScored):
-            result = event.result
-            scored.append((now, result.task_id, result.execution.scoring_time_s))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sampler.run)
+        sampler.phase = "run"
+        run = await client.create_run(models=["bench"], datasets=list(datasets))
+        async for event in client.watch(run.run_id):
+            now = time.time()
+            if isinstance(event, Progress):
+                progress.append((now, event.progress.counts.succeeded))
+            elif isinstance(event, TaskScored):
+                result = event.result
+                scored.append((now, result.task_id, result.execution.scoring_time_s))
+        sampler.stop.set()
     cpu_after = _cpu_s(server)
     final = await client.get_run(run.run_id)
     journal = [e for e in await fake.journal() if e.outcome == "ok" and e.finished_at]
@@ -198,6 +207,8 @@ async def _evald_run(
         "fake_cpu_us_per_request": stats["cpu_per_request_us"],
         "server_cpu_us_per_subtask": (cpu_after[0] - cpu_before[0]) / len(answered_at) * 1e6,
         "scoring_workers_cpu_s": cpu_after[1] - cpu_before[1],
+        "server_peak_rss_mb": round(sampler.peak, 1),
+        "workers_peak_rss_mb": round(sampler.workers, 1),
         "fake_peak_concurrency": stats["peak_concurrency_all"],
         "progress_latency_s": _progress_latency(answered_at, progress),
         "scored": [(t - started, task, s) for t, task, s in scored],
@@ -277,10 +288,13 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
             name="p1", version="1.0.0", task_type="classification", records=_records(n)
         )
         await _warm_up(client)
-        for _ in range(args.repeats):  # interleaved, so drift hits all three alike
-            evald_runs.append(
-                await _evald_run(client, fake.control, [DatasetRef("p1", "1.0.0")], server)
-            )
+        for i in range(args.repeats):  # interleaved, so drift hits all three alike
+            with contextlib.ExitStack() as sampling:
+                if SAMPLE_DIR is not None:
+                    sampling.enter_context(_stacks.sample(server.pid, SAMPLE_DIR / f"p1-{i}.txt"))
+                evald_runs.append(
+                    await _evald_run(client, fake.control, [DatasetRef("p1", "1.0.0")], server)
+                )
             bare_runs.append(await _bare_run(url, n, c))
             peer_runs.append(await _pydantic_evals(url, args.peer_n, c))
     assert all(r["state"] == "succeeded" and r["succeeded"] == n for r in evald_runs)
@@ -288,6 +302,13 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
     bare_wall = _median([r["wall_s"] for r in bare_runs])
     peer_wall = _median([r["wall_s"] for r in peer_runs]) * n / args.peer_n
     latencies = [[*r["progress_latency_s"]] for r in evald_runs]
+    breakdown: dict[str, Any] | None = None
+    if SAMPLE_DIR is not None:
+        samples: Counter[str] = Counter()
+        for i in range(args.repeats):
+            samples.update(_stacks.breakdown(SAMPLE_DIR / f"p1-{i}.txt"))
+        cpu = _median([r["server_cpu_us_per_subtask"] for r in evald_runs])
+        breakdown = {"samples": dict(samples), "us_per_subtask": _stacks.shares_us(samples, cpu)}
     return {
         "n": n,
         "concurrency": c,
@@ -307,6 +328,8 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
         "server_cpu_us_per_subtask": _median([r["server_cpu_us_per_subtask"] for r in evald_runs]),
         "bare_cpu_us_per_request": _median([r["cpu_us_per_req"] for r in bare_runs]),
         "scoring_s": _median([r["scored"][-1][2] for r in evald_runs]),
+        "server_peak_rss_mb": max(r["server_peak_rss_mb"] for r in evald_runs),
+        "workers_peak_rss_mb": max(r["workers_peak_rss_mb"] for r in evald_runs),
         "speedup_vs_pydantic_evals": round(peer_wall / evald_wall, 2),
         "fake_cpu_us_per_request": _median([r["fake_cpu_us_per_request"] for r in evald_runs]),
         "fake_peak_concurrency": [r["fake_peak_concurrency"] for r in evald_runs],
@@ -316,6 +339,7 @@ async def _p1(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
             "max_s": _median([max(x) for x in latencies]),
             "snapshots_measured": [len(x) for x in latencies],
         },
+        "server_cpu_breakdown": breakdown,
         "evald_runs": [
             {k: v for k, v in r.items() if k != "progress_latency_s"} for r in evald_runs
         ],
@@ -544,6 +568,14 @@ def _table(report: dict[str, Any]) -> list[str]:
             f"bare loop {p1['bare_cpu_us_per_request']:.0f} µs",
         ),
         _row(
+            "P1 peak RSS MB, server / workers",
+            f"{p1['server_peak_rss_mb']:.1f}",
+            f"{p1['workers_peak_rss_mb']:.1f}",
+            "",
+            f"server + scoring workers {p1['server_peak_rss_mb'] + p1['workers_peak_rss_mb']:.0f}"
+            " MB (<= 200 MB)",
+        ),
+        _row(
             "P1 wall s vs pydantic-evals",
             f"{p1['evald_wall_s']:.2f}",
             f"{p1['pydantic_evals_wall_s']:.2f}",
@@ -591,6 +623,17 @@ def _table(report: dict[str, Any]) -> list[str]:
                 f"{p3['workers_peak_rss_mb']:.0f} MB)",
             )
         )
+    breakdown = p1.get("server_cpu_breakdown")
+    if breakdown:
+        jobs = {k: v for k, v in breakdown["samples"].items() if not k.startswith("thread: ")}
+        busy = sum(v for k, v in jobs.items() if k != _stacks.IDLE)
+        rows.append(
+            f"P1 server CPU per subtask by job, µs (py-spy: {busy} busy samples, "
+            f"{breakdown['samples'].get(_stacks.IDLE, 0)} idle left out):"
+        )
+        rows.extend(f"  {name:<36} {us:7.1f}" for name, us in breakdown["us_per_subtask"].items())
+        threads = {k[8:]: v for k, v in breakdown["samples"].items() if k.startswith("thread: ")}
+        rows.append("  samples by thread: " + ", ".join(f"{k} {v}" for k, v in threads.items()))
     return rows
 
 
@@ -618,7 +661,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--profile-server", type=Path, metavar="DIR", help="run the servers under cProfile"
     )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="sample the server with py-spy during the P1 runs; report where its CPU goes",
+    )
     args = parser.parse_args(argv)
+    if args.py_spy is not None:
+        global SAMPLE_DIR
+        SAMPLE_DIR = args.py_spy.resolve()
+        SAMPLE_DIR.mkdir(parents=True, exist_ok=True)
     if args.profile_server is not None:
         global PROFILE_DIR
         PROFILE_DIR = args.profile_server.resolve()

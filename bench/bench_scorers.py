@@ -7,7 +7,9 @@ real model output: decorated labels and choice letters, paraphrased answers, JSO
 entity lists in fences, ~30-word summaries over a Zipf vocabulary, GSM8K-style
 numbers) are scored by ``score_task`` in this process, bootstrap included; the
 bootstrap alone is timed too (the same statistic and draws, on the scorer's
-per-sample contributions). Prints a table and writes ``bench/results/scorers.json``.
+per-sample contributions). Then the same ``score_task`` once more under tracemalloc
+(numpy's buffers included): the memory scoring takes on top of its samples, which is a
+scoring worker's peak. Prints a table and writes ``bench/results/scorers.json``.
 """
 
 import argparse
@@ -17,6 +19,7 @@ import platform
 import random
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
@@ -135,6 +138,7 @@ class Row:
     total_s: float
     samples_per_s: float
     bootstrap_s: float
+    scoring_peak_mb: float  # traced allocations while scoring, on top of the samples
 
 
 def _samples(task_type: TaskType, n: int) -> list[ScoringSample]:
@@ -159,8 +163,17 @@ def _bench(task_type: TaskType, n: int, resamples: int) -> Row:
     started = time.perf_counter()
     bootstrap_distribution(units, n_units, evaluation.statistic, seed=0, resamples=resamples)
     bootstrap = time.perf_counter() - started
+    tracemalloc.start()
+    score_task(task_type, samples, seed=0, resamples=resamples)
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
     return Row(
-        report.scorer, report.scored_samples, round(total, 3), round(n / total), round(bootstrap, 3)
+        report.scorer,
+        report.scored_samples,
+        round(total, 3),
+        round(n / total),
+        round(bootstrap, 3),
+        round(peak, 1),
     )
 
 
@@ -170,11 +183,15 @@ def _print(report: dict[str, Any]) -> None:
         f"{report['samples']:,} samples per scorer, {report['resamples']} bootstrap resamples, "
         f"one process, {machine['cpus']} CPUs, load average before {machine['load_avg_1m_before']}"
     )
-    print(f"{'scorer':24} {'samples':>8} {'total s':>8} {'samples/s':>10} {'bootstrap s':>12}")
+    print(
+        f"{'scorer':24} {'samples':>8} {'total s':>8} {'samples/s':>10} {'bootstrap s':>12} "
+        f"{'peak MB':>8}"
+    )
     for row in report["results"]:
         print(
             f"{row['scorer']:24} {row['samples']:>8} {row['total_s']:>8.2f} "
-            f"{row['samples_per_s']:>10,} {row['bootstrap_s']:>12.2f}"
+            f"{row['samples_per_s']:>10,} {row['bootstrap_s']:>12.2f} "
+            f"{row['scoring_peak_mb']:>8.1f}"
         )
 
 

@@ -14,6 +14,7 @@ from sklearn.metrics import (
 
 from evald_server.domain import TaskType
 from evald_server.scoring import ClassificationPayload, score_task
+from evald_server.scoring import _classification as classification
 from evald_server.scoring._labels import LabelMatcher
 from tests.scoring._factories import samples_of
 
@@ -195,3 +196,18 @@ def test_confusion_is_omitted_above_the_cap() -> None:
     assert report.payload.unmapped_by_gold == ()  # the matrix's extra column goes with it
     assert len(report.payload.per_class) == 201
     assert report.metrics["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bootstrap_from_one_count_matrix_equals_the_grouped_sums(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resampled counts come from one matrix product; above its size bound from
+    per-count grouped sums. The counts are integers, so both give the same intervals."""
+    _, _, records, outputs = _case(seed)
+    samples = samples_of(list(zip(records, outputs, strict=True)))
+    one_product = score_task(TaskType.CLASSIFICATION, samples, seed=seed, resamples=200)
+    monkeypatch.setattr(classification, "MAX_COLUMN_CELLS", 0)
+    grouped = score_task(TaskType.CLASSIFICATION, samples, seed=seed, resamples=200)
+    assert one_product.uncertainty == grouped.uncertainty
+    assert one_product.metrics == grouped.metrics

@@ -9,6 +9,7 @@ import pytest
 
 from evald_server.domain import TaskType
 from evald_server.scoring import IntervalMethod, ScoreReport, ScoringSample, score_task, scorer_for
+from evald_server.scoring import _intervals as intervals
 from evald_server.scoring._common import BaseScorer
 from evald_server.scoring._intervals import (
     GroupedSums,
@@ -221,3 +222,31 @@ def test_repeats_do_not_narrow_the_bootstrap() -> None:
     repeated = score_task(TaskType.GENERATION, thrice, seed=4)
     assert repeated.metrics == single.metrics
     assert repeated.uncertainty["accuracy"].bootstrap == single.uncertainty["accuracy"].bootstrap
+
+
+@pytest.mark.parametrize("n", [7, 1001])
+def test_the_chunk_size_does_not_change_the_bootstrap(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resamples are drawn chunk by chunk to bound a worker's memory; the draws are the
+    same whatever the chunk size, so the distribution is too (up to the summation order
+    of float sums: integer counts are exact)."""
+    rng = random.Random(n)
+    units, n_units = record_units([f"r{rng.randrange(n)}" for _ in range(n)])
+    values = np.array([rng.random() for _ in range(n)])
+
+    def run() -> tuple[np.ndarray, np.ndarray]:
+        seen: list[np.ndarray] = []
+
+        def statistic(weights: np.ndarray) -> dict[str, np.ndarray]:
+            seen.append(weights.copy())
+            return {"mean": (weights @ values) / weights.sum(axis=1)}
+
+        mean = bootstrap_distribution(units, n_units, statistic, seed=3, resamples=101)["mean"]
+        return np.concatenate(seen), mean
+
+    whole_weights, whole = run()
+    monkeypatch.setattr(intervals, "_CHUNK_CELLS", 1)  # one resample per chunk
+    chunked_weights, chunked = run()
+    assert np.array_equal(whole_weights, chunked_weights)
+    np.testing.assert_allclose(whole, chunked, rtol=1e-12)

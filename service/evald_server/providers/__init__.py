@@ -7,7 +7,13 @@
 
 Failures are ``ProviderFailure`` carrying a ``RetryDecision`` (see
 ``classify_status`` for the table).
+
+``OpenAIProvider`` (and with it aiohttp, ~18 MB resident) is imported on first use:
+the scoring workers import this package for ``ChatMessage`` through the prompts and
+never make a call.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from evald_server.config import ModelConfig
 from evald_server.providers._base import (
@@ -19,10 +25,12 @@ from evald_server.providers._base import (
     RetryDecision,
     RetryKind,
 )
-from evald_server.providers._openai import OpenAIProvider
 from evald_server.providers._openai_wire import chat_url
 from evald_server.providers._retry_classification import classify_status, parse_retry_after
 from evald_server.providers._simulated import SimulatedProvider
+
+if TYPE_CHECKING:
+    from evald_server.providers._openai import OpenAIProvider
 
 __all__ = [
     "ChatMessage",
@@ -41,12 +49,22 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    if name == "OpenAIProvider":
+        from evald_server.providers._openai import OpenAIProvider
+
+        return OpenAIProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def build_provider(model: ModelConfig, *, pool_size: int | None = None) -> Provider:
     """The provider for ``model``; ``pool_size`` (connections) defaults to its max_concurrency.
 
     Raises ``ConfigError`` when the model's ``api_key_env`` names an unset variable.
     """
     if model.provider == "openai":
+        from evald_server.providers._openai import OpenAIProvider
+
         size = model.max_concurrency if pool_size is None else pool_size
         return OpenAIProvider(model, pool_size=size)
     return SimulatedProvider(model)
