@@ -33,7 +33,6 @@ import json
 import math
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -48,17 +47,16 @@ from typing import Any
 import anyio
 import httpx
 import psutil
-from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_evals import Case, Dataset
 from pydantic_evals.evaluators import EqualsExpected
 
 from bench import _stacks
+from bench._server_process import server_process
 from bench.bench_engine import _bare_run  # the same reference loop as the engine bench
 from evald_client import AsyncEvaldClient, DatasetRef, Progress, TaskScored
 from evald_server.fake_provider import FakeControl, FakeProcess
 
 RESULTS = Path(__file__).parent / "results" / "e2e.json"
-LISTENING = "evald listening on "
 PROFILE_DIR: Path | None = None  # --profile-server
 SAMPLE_DIR: Path | None = None  # --py-spy: the P1 runs' stacks, and where the CPU goes
 
@@ -99,30 +97,11 @@ async def evald_server(
     """``python -m evald_server.api`` with its config and store in ``where``; yields
     (address, process). SIGTERM (a drain) on the way out."""
     config = _write_config(where, fake_url, concurrency, max_subtasks)
-    with (where / "server.stderr").open("ab") as stderr:
-        command = [sys.executable, "-m", "evald_server.api", "--config", str(config)]
-        if PROFILE_DIR is not None:  # cProfile of the whole server, written when it stops
-            profile = PROFILE_DIR / f"server-{where.name}.prof"
-            command[1:1] = ["-m", "cProfile", "-o", str(profile)]
-        process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=stderr)
-    try:
-        assert process.stdout is not None
-        with anyio.fail_after(60):
-            line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 4096)
-        text = line.decode()
-        if not text.startswith(LISTENING):
-            raise RuntimeError(f"evald did not start: {text!r}; see {where / 'server.stderr'}")
-        yield text[len(LISTENING) :].strip(), psutil.Process(process.pid)
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-                with anyio.move_on_after(30):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-            await process.aclose()
+    options: list[str] = []
+    if PROFILE_DIR is not None:  # cProfile of the whole server, written when it stops
+        options = ["-m", "cProfile", "-o", str(PROFILE_DIR / f"server-{where.name}.prof")]
+    async with server_process(config, where / "server.stderr", python_options=options) as served:
+        yield served
 
 
 def _records(n: int, task_type: str = "classification") -> list[dict[str, Any]]:

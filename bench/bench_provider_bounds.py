@@ -16,7 +16,6 @@ Writes ``bench/results/provider_bounds.json``.
 
 import argparse
 import json
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,14 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psutil
-from anyio.streams.buffered import BufferedByteReceiveStream
 
+from bench._server_process import server_process
 from evald_client import AsyncEvaldClient, RetryPolicy
 from evald_server.fake_provider import FakeProcess
 
 RESULTS = Path(__file__).parent / "results" / "provider_bounds.json"
-LISTENING = "evald listening on "
 TARGET_MB = 300.0
 SCENARIOS = {
     "100 MB body": ({"kind": "flood", "body_bytes": 100 * 1024 * 1024}, False),
@@ -71,23 +68,8 @@ async def _scenario(
         where = Path(tmp)
         async with FakeProcess("--config-json", config, stderr=subprocess.DEVNULL) as fake:
             (where / "evald.toml").write_text(_toml(where, fake.base_url, stream))
-            command = [
-                sys.executable,
-                "-m",
-                "evald_server.api",
-                "--config",
-                str(where / "evald.toml"),
-            ]
-            with (where / "server.stderr").open("ab") as stderr:
-                process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=stderr)
-            try:
-                assert process.stdout is not None
-                with anyio.fail_after(60):
-                    line = await BufferedByteReceiveStream(process.stdout).receive_until(
-                        b"\n", 4096
-                    )
-                address = line.decode()[len(LISTENING) :].strip()
-                server = psutil.Process(process.pid)
+            served = server_process(where / "evald.toml", where / "server.stderr")
+            async with served as (address, server):
                 sampled_peak = 0.0
                 done = anyio.Event()
 
@@ -119,17 +101,7 @@ async def _scenario(
                     wall_s = time.perf_counter() - started
                     samples = [s async for s in client.samples(run.run_id)]
                     done.set()
-                high_water = _high_water_mb(process.pid)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    if process.returncode is None:
-                        process.send_signal(signal.SIGTERM)
-                        with anyio.move_on_after(30):
-                            await process.wait()
-                    if process.returncode is None:
-                        process.kill()
-                        await process.wait()
-                    await process.aclose()
+                    high_water = _high_water_mb(server.pid)  # before the drain
             sent = await fake.control.stats()
     errors = sorted({(s.last_error.reason, s.last_error.message) for s in samples if s.last_error})
     return {

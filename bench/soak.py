@@ -25,7 +25,6 @@ Checked and reported (``bench/results/soak.json``):
 import argparse
 import json
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,8 +39,8 @@ from typing import Any
 import anyio
 import grpc
 import psutil
-from anyio.streams.buffered import BufferedByteReceiveStream
 
+from bench._server_process import server_process
 from evald.v1 import service_pb2, service_pb2_grpc
 from evald_client import (
     AsyncEvaldClient,
@@ -52,7 +51,6 @@ from evald_client import (
 )
 from evald_server.fake_provider import FakeProcess
 
-LISTENING = "evald listening on "
 RESULTS = Path(__file__).parent / "results" / "soak.json"
 MODELS = ("fake-a", "fake-b", "sim-c")
 CAPS = {"fake-a": 6, "fake-b": 4, "sim-c": 3}
@@ -93,27 +91,8 @@ simulator = {{ accuracy = 0.7, latency_ms_median = 15.0, latency_sigma = 0.4, fa
 async def _server(where: Path, fake_url: str) -> AsyncIterator[tuple[str, psutil.Process]]:
     config = where / "evald.toml"
     config.write_text(_toml(where / "evald.sqlite3", fake_url))
-    with (where / "server.stderr").open("ab") as stderr:
-        command = [sys.executable, "-m", "evald_server.api", "--config", str(config)]
-        process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=stderr)
-    try:
-        assert process.stdout is not None
-        with anyio.fail_after(60):
-            line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 4096)
-        text = line.decode()
-        if not text.startswith(LISTENING):
-            raise RuntimeError(f"evald did not start: {text!r}")
-        yield text[len(LISTENING) :].strip(), psutil.Process(process.pid)
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-                with anyio.move_on_after(30):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-            await process.aclose()
+    async with server_process(config, where / "server.stderr") as served:
+        yield served
 
 
 def _records(kind: str, n: int) -> list[dict[str, Any]]:
