@@ -7,6 +7,7 @@ import pytest
 
 from evald_server.config import GenerationParams
 from evald_server.domain import (
+    Counters,
     ErrorReason,
     EvalError,
     InvalidArgument,
@@ -31,7 +32,6 @@ from evald_server.engine import (
 from evald_server.engine import DatasetRef as Ref
 from evald_server.providers import RetryDecision, RetryKind
 from evald_server.scoring import ScoringSample, score_task
-from evald_server.store import Counters
 
 TRANSIENT = RetryDecision(RetryKind.TRANSIENT)
 

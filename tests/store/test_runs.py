@@ -9,17 +9,17 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from evald_server.domain import ErrorReason, EvalError, RunState, SubtaskState, TaskState
-from evald_server.store import (
-    ClaimedSubtask,
+from evald_server.domain import (
     Counters,
+    ErrorReason,
+    EvalError,
     EventKind,
-    NewEvent,
     OutcomeKind,
-    SqliteStore,
-    SubtaskOutcome,
-    TaskFinish,
+    RunState,
+    SubtaskState,
+    TaskState,
 )
+from evald_server.store import ClaimedSubtask, NewEvent, SqliteStore, SubtaskOutcome, TaskFinish
 from tests.store._helpers import add_dataset, add_run
 
 

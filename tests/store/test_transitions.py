@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from evald_server.domain import ErrorReason, EvalError, RunState, SubtaskState, TaskState
-from evald_server.store import (
+from evald_server.domain import (
     Counters,
+    ErrorReason,
+    EvalError,
     EventKind,
     OutcomeKind,
-    SampleScoreRow,
-    SqliteStore,
-    TaskFinish,
-    derive_run_state,
+    RunState,
+    SubtaskState,
+    TaskState,
 )
+from evald_server.store import SampleScoreRow, SqliteStore, TaskFinish, derive_run_state
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 

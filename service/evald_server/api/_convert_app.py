@@ -38,9 +38,16 @@ from evald_server.app import (
     Sample,
     TaskProgress,
 )
-from evald_server.domain import ErrorReason, FieldViolation, FinishReason, InvalidArgument, TaskType
+from evald_server.domain import (
+    Counters,
+    ErrorReason,
+    EventKind,
+    FieldViolation,
+    FinishReason,
+    InvalidArgument,
+    TaskType,
+)
 from evald_server.engine import generation_params
-from evald_server.store import Counters, EventKind
 
 # -- requests → domain ---------------------------------------------------------------
 

@@ -31,13 +31,13 @@ from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
     EvaldError,
+    EventKind,
     FieldViolation,
     InvalidArgument,
     RunState,
     SubtaskState,
     TaskType,
 )
-from evald_server.store import EventKind
 
 # grpc.aio.ServicerContext; grpcio ships no type information, so it is Any to mypy.
 Context: TypeAlias = Any

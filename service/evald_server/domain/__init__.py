@@ -25,21 +25,25 @@ from evald_server.domain._errors import (
     ResourceExhausted,
     Unauthenticated,
 )
+from evald_server.domain._lifecycle import Counters, EventKind, OutcomeKind
 
 __all__ = [
     "AlreadyExists",
     "ChoiceScoring",
+    "Counters",
     "DatasetInvalid",
     "ErrorCategory",
     "ErrorReason",
     "EvalError",
     "EvaldError",
+    "EventKind",
     "FailedPrecondition",
     "FieldViolation",
     "FinishReason",
     "InvalidArgument",
     "NotFound",
     "OutOfRange",
+    "OutcomeKind",
     "ResourceExhausted",
     "ResultStatus",
     "RunState",

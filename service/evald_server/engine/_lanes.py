@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import anyio
 
-from evald_server.domain import EvalError
+from evald_server.domain import EvalError, OutcomeKind
 from evald_server.engine._limits import RUN_LIMIT as RUN_LIMIT_NAME
 from evald_server.engine._limits import Limit, Limiter
 from evald_server.providers import Provider, SimulatedProvider
-from evald_server.store import ClaimedSubtask, OutcomeKind, SubtaskOutcome
+from evald_server.store import ClaimedSubtask, SubtaskOutcome
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evald_server.domain import EvalError, ResultStatus, RunState, TaskState, TaskType
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    EventKind,
+    ResultStatus,
+    RunState,
+    TaskState,
+    TaskType,
+)
 from evald_server.engine._results import TaskEvaluation
-from evald_server.store import Counters, EventKind, EventRow, RunRow, TaskRow
+from evald_server.store import EventRow, RunRow, TaskRow
 
 
 @dataclass(frozen=True, slots=True)

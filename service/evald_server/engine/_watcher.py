@@ -21,6 +21,7 @@ import anyio.abc
 
 import evald_server
 from evald_server.domain import (
+    Counters,
     ErrorReason,
     EvalError,
     ResultStatus,
@@ -46,13 +47,7 @@ from evald_server.scoring import (
     ScoringFailure,
     scorer_dependencies,
 )
-from evald_server.store import (
-    Counters,
-    EventRow,
-    SampleScoreRow,
-    Store,
-    TaskFinish,
-)
+from evald_server.store import EventRow, SampleScoreRow, Store, TaskFinish
 
 _log = logging.getLogger(__name__)
 _PAGE = 2000

@@ -10,17 +10,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskState, TaskType
-from evald_server.store._records import (
-    COUNTER_COLUMNS,
+from evald_server.domain import (
     Counters,
+    EvalError,
     EventKind,
-    EventRow,
-    Json,
-    NewEvent,
-    RunRow,
-    TaskRow,
+    RunState,
+    SubtaskState,
+    TaskState,
+    TaskType,
 )
+from evald_server.store._records import COUNTER_COLUMNS, EventRow, Json, NewEvent, RunRow, TaskRow
 
 
 @contextmanager

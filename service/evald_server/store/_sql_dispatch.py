@@ -9,15 +9,13 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from evald_server.domain import RunState, SubtaskState, TaskState
+from evald_server.domain import EventKind, OutcomeKind, RunState, SubtaskState, TaskState
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._records import (
     CompletionReport,
-    EventKind,
     NewEvent,
     NewRun,
     NewTask,
-    OutcomeKind,
     RetryScheduled,
     RunRow,
     SubtaskOutcome,

@@ -3,14 +3,8 @@
 import sqlite3
 from collections.abc import Sequence
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskState
-from evald_server.store._records import (
-    EventKind,
-    FinishReport,
-    NewEvent,
-    TaskFinish,
-    TransitionReport,
-)
+from evald_server.domain import EvalError, EventKind, RunState, SubtaskState, TaskState
+from evald_server.store._records import FinishReport, NewEvent, TaskFinish, TransitionReport
 from evald_server.store._sql_common import (
     CounterDeltas,
     append_events,

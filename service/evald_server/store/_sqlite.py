@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
+from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskType
 from evald_server.store import _sql_claim as claim
 from evald_server.store import _sql_datasets as ds
 from evald_server.store import _sql_dispatch as dispatch
@@ -34,7 +34,6 @@ from evald_server.store._errors import StoreError
 from evald_server.store._records import (
     Claim,
     CompletionReport,
-    Counters,
     DatasetRow,
     EventRow,
     FinishReport,
