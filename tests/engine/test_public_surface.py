@@ -14,7 +14,7 @@ def test_the_engine_exports() -> None:
             "RetryPolicy", "RunEvent", "RunProgress",
             "RunSpec", "SampleFailure", "ScoringPort", "TaskContext", "TaskEvaluation",
             "TaskProgress", "build_profile", "check_limit", "generation_params", "percentile",
-            "task_outcome", "DatasetOptions", "ShotSourceProblem", "shot_source", "task_prompt",
+            "DatasetOptions", "ShotSourceProblem", "shot_source", "task_prompt",
         ]
     )  # fmt: skip
 

@@ -19,7 +19,7 @@ from evald_server.domain import (
     SubtaskState,
     TaskState,
 )
-from evald_server.store import SampleScoreRow, SqliteStore, TaskFinish, derive_run_state
+from evald_server.store import SampleScoreRow, SqliteStore, TaskFinish
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
@@ -235,22 +235,3 @@ async def test_retry_failed_of_some_tasks_reopens_only_those(store: SqliteStore)
     assert (await store.claim_ready("run_1", "m1", 9, time.time())).subtasks == ()
     assert len((await store.claim_ready("run_1", "m2", 9, time.time())).subtasks) == 1
     await assert_counters_match_recount(store, "run_1")
-
-
-@pytest.mark.parametrize(
-    ("states", "cancel_requested", "expected"),
-    [
-        ((TaskState.SUCCEEDED, TaskState.SUCCEEDED), False, RunState.SUCCEEDED),
-        ((TaskState.SUCCEEDED, TaskState.PARTIAL), False, RunState.PARTIAL),
-        ((TaskState.SUCCEEDED, TaskState.FAILED), False, RunState.PARTIAL),
-        ((TaskState.FAILED, TaskState.FAILED), False, RunState.FAILED),
-        ((TaskState.CANCELLED, TaskState.CANCELLED), False, RunState.CANCELLED),
-        ((TaskState.CANCELLED, TaskState.FAILED), False, RunState.PARTIAL),
-        ((TaskState.SUCCEEDED,), True, RunState.CANCELLED),
-        ((TaskState.PARTIAL, TaskState.FAILED), True, RunState.CANCELLED),
-    ],
-)
-def test_a_finished_runs_state_follows_its_tasks(
-    states: tuple[TaskState, ...], cancel_requested: bool, expected: RunState
-) -> None:
-    assert derive_run_state(states, cancel_requested=cancel_requested) is expected

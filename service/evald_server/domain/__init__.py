@@ -25,9 +25,29 @@ from evald_server.domain._errors import (
     ResourceExhausted,
     Unauthenticated,
 )
-from evald_server.domain._lifecycle import Counters, EventKind, OutcomeKind
+from evald_server.domain._lifecycle import (
+    OUTCOME_TARGET,
+    RESULT_STATUS,
+    RETRYABLE_STATES,
+    SUBTASK_TRANSITIONS,
+    Counters,
+    EventKind,
+    OutcomeKind,
+    can_move,
+    derive_run_state,
+    effective_outcome,
+    inference_finished,
+    run_state_if_done,
+    spends_attempt,
+    task_outcome,
+    task_ready_for_scoring,
+)
 
 __all__ = [
+    "OUTCOME_TARGET",
+    "RESULT_STATUS",
+    "RETRYABLE_STATES",
+    "SUBTASK_TRANSITIONS",
     "AlreadyExists",
     "ChoiceScoring",
     "Counters",
@@ -52,4 +72,12 @@ __all__ = [
     "TaskState",
     "TaskType",
     "Unauthenticated",
+    "can_move",
+    "derive_run_state",
+    "effective_outcome",
+    "inference_finished",
+    "run_state_if_done",
+    "spends_attempt",
+    "task_outcome",
+    "task_ready_for_scoring",
 ]

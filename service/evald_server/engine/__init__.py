@@ -34,7 +34,7 @@ from evald_server.engine._results import (
 )
 from evald_server.engine._retry_policy import RetryPolicy
 from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
-from evald_server.engine._watcher import ScoringPort, task_outcome
+from evald_server.engine._watcher import ScoringPort
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -69,6 +69,5 @@ __all__ = [
     "generation_params",
     "percentile",
     "shot_source",
-    "task_outcome",
     "task_prompt",
 ]

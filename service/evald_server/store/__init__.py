@@ -29,7 +29,6 @@ from evald_server.store._records import (
     subtask_public_id,
 )
 from evald_server.store._schema import LATEST_VERSION, MIGRATIONS, migrate, schema_version
-from evald_server.store._sql_transitions import derive_run_state
 from evald_server.store._sqlite import SqliteStore, now
 from evald_server.store._store_file import StoreLocked, StoreLost
 
@@ -65,7 +64,6 @@ __all__ = [
     "TaskOutput",
     "TaskRow",
     "TransitionReport",
-    "derive_run_state",
     "migrate",
     "now",
     "schema_version",

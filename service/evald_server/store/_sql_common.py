@@ -18,6 +18,7 @@ from evald_server.domain import (
     SubtaskState,
     TaskState,
     TaskType,
+    can_move,
 )
 from evald_server.store._records import COUNTER_COLUMNS, EventRow, Json, NewEvent, RunRow, TaskRow
 
@@ -138,6 +139,8 @@ class CounterDeltas:
     ) -> None:
         if source is target or n == 0:
             return
+        if not can_move(source, target):  # a bug in the store, never a client's doing
+            raise ValueError(f"a subtask cannot move from {source} to {target}")
         for bucket in (self.tasks[task_id], self.runs[run_id]):
             bucket[source.value] -= n
             bucket[target.value] += n

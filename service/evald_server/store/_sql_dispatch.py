@@ -9,9 +9,21 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from evald_server.domain import EventKind, OutcomeKind, RunState, SubtaskState, TaskState
+from evald_server.domain import (
+    OUTCOME_TARGET,
+    Counters,
+    EventKind,
+    OutcomeKind,
+    RunState,
+    SubtaskState,
+    TaskState,
+    effective_outcome,
+    spends_attempt,
+    task_ready_for_scoring,
+)
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._records import (
+    COUNTER_COLUMNS,
     CompletionReport,
     NewEvent,
     NewRun,
@@ -125,15 +137,7 @@ def _subtask_rows(
                 yield (run.run_id, task.task_id, task.model_id, idx, repeat, run.created_at)
 
 
-_TARGET = {
-    OutcomeKind.SUCCEEDED: _S.SUCCEEDED,
-    OutcomeKind.RETRY: _S.FAILED,
-    OutcomeKind.FAILED_PERMANENT: _S.FAILED_PERMANENT,
-    OutcomeKind.CANCELLED: _S.CANCELLED,
-    OutcomeKind.RELEASED: _S.PENDING,
-}
-
-_TARGET_VALUE = {kind: state.value for kind, state in _TARGET.items()}
+_TARGET_VALUE = {kind: state.value for kind, state in OUTCOME_TARGET.items()}
 _TERMINAL = frozenset(s for s in _S if s.is_terminal)
 
 _UPDATE_OUTCOME = (
@@ -185,11 +189,9 @@ def complete(
         for outcome in outcomes:
             if outcome.row_id not in owned:
                 continue  # taken back by a cancel or a restart: not ours any more
-            kind = outcome.kind
-            if kind is OutcomeKind.RETRY and outcome.run_id in cancelling:
-                kind = OutcomeKind.CANCELLED  # a cancelled run schedules no more retries
-            target = _TARGET[kind]
-            spent = outcome.attempted and kind not in (OutcomeKind.CANCELLED, OutcomeKind.RELEASED)
+            kind = effective_outcome(outcome.kind, cancel_requested=outcome.run_id in cancelling)
+            target = OUTCOME_TARGET[kind]
+            spent = spends_attempt(kind, attempted=outcome.attempted)
             error = error_json(outcome.error)
             updates.append(
                 (
@@ -268,15 +270,16 @@ def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float
 
 
 def finish_ready_tasks(conn: sqlite3.Connection, task_ids: Sequence[str], now: float) -> list[str]:
-    """Move tasks whose subtasks are all terminal to ``scoring``; return their ids."""
+    """Move tasks whose inference is finished to ``scoring``; return their ids."""
     finished = []
     for task_id in task_ids:
         row = conn.execute(
-            "UPDATE tasks SET state = 'scoring', finished_at = ? WHERE task_id = ? "
-            "AND state IN ('pending', 'running') AND pending = 0 AND running = 0 AND failed = 0 "
-            "RETURNING task_id",
-            (now, task_id),
+            f"SELECT state, {', '.join(COUNTER_COLUMNS)} FROM tasks WHERE task_id = ?", (task_id,)
         ).fetchone()
-        if row is not None:
-            finished.append(row[0])
+        if row is None or not task_ready_for_scoring(TaskState(row[0]), Counters(*row[1:])):
+            continue
+        conn.execute(
+            "UPDATE tasks SET state = 'scoring', finished_at = ? WHERE task_id = ?", (now, task_id)
+        )
+        finished.append(task_id)
     return finished
