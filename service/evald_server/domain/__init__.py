@@ -1,5 +1,6 @@
 """The vocabulary every layer of the server shares: enums, errors, records."""
 
+from evald_server.domain._codec import from_jsonable, to_jsonable
 from evald_server.domain._enums import (
     ChoiceScoring,
     ErrorCategory,
@@ -75,9 +76,11 @@ __all__ = [
     "can_move",
     "derive_run_state",
     "effective_outcome",
+    "from_jsonable",
     "inference_finished",
     "run_state_if_done",
     "spends_attempt",
     "task_outcome",
     "task_ready_for_scoring",
+    "to_jsonable",
 ]
