@@ -12,7 +12,7 @@ def test_the_engine_exports() -> None:
             "DatasetRef", "Engine", "EventHub", "ExecutionProfile", "LaneState", "Limit",
             "LimitStats", "Limiter", "ModelActivity", "ModelIdentity", "Provenance",
             "RetryPolicy", "RunEvent", "RunProgress",
-            "RunSpec", "SampleFailure", "ScoringPort", "TaskContext", "TaskEvaluation",
+            "RunSpec", "ScoringPort", "TaskContext", "TaskEvaluation",
             "TaskProgress", "build_profile", "check_limit", "generation_params", "percentile",
             "DatasetOptions", "ShotSourceProblem", "shot_source", "task_prompt",
         ]
@@ -26,7 +26,7 @@ def test_the_application_exports() -> None:
             "DatasetRef", "Evald", "ExecutionProfile", "LimitStats", "ModelActivity", "ModelInfo",
             "Page",
             "RetryPolicy", "Run", "RunEvent", "RunProgress", "RunSpec", "Sample",
-            "SampleFailure", "TaskEvaluation", "TaskProgress",
+            "TaskEvaluation", "TaskProgress",
         ]
     )  # fmt: skip
 

@@ -31,7 +31,6 @@ from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
     EvaldError,
-    EventKind,
     FieldViolation,
     InvalidArgument,
     RunState,
@@ -284,7 +283,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
         last_terminal: int | None = None
         while (event := await self._next_event(events)) is not None:
             completed = 0
-            if event.kind is EventKind.PROGRESS and event.progress is not None:
+            if event.progress is not None:
                 terminal = event.progress.counters.terminal
                 completed = terminal - last_terminal if last_terminal is not None else 0
                 last_terminal = terminal

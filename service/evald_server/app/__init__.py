@@ -14,7 +14,6 @@ from evald_server.engine import (
     RunEvent,
     RunProgress,
     RunSpec,
-    SampleFailure,
     TaskEvaluation,
     TaskProgress,
 )
@@ -38,7 +37,6 @@ __all__ = [
     "RunProgress",
     "RunSpec",
     "Sample",
-    "SampleFailure",
     "TaskEvaluation",
     "TaskProgress",
 ]

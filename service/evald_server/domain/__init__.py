@@ -26,6 +26,7 @@ from evald_server.domain._errors import (
     ResourceExhausted,
     Unauthenticated,
 )
+from evald_server.domain._events import RunStateChanged, SampleFailure
 from evald_server.domain._lifecycle import (
     OUTCOME_TARGET,
     RESULT_STATUS,
@@ -68,6 +69,8 @@ __all__ = [
     "ResourceExhausted",
     "ResultStatus",
     "RunState",
+    "RunStateChanged",
+    "SampleFailure",
     "ShotFormat",
     "SubtaskState",
     "TaskState",

@@ -3,7 +3,7 @@ as each task finishes, and per-run event streams. Imports no grpc."""
 
 from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
-from evald_server.engine._events import EventHub
+from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TaskContext
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import (
@@ -18,9 +18,7 @@ from evald_server.engine._limits import (
 from evald_server.engine._profile import build_profile, percentile
 from evald_server.engine._progress import (
     ModelActivity,
-    RunEvent,
     RunProgress,
-    SampleFailure,
     TaskProgress,
 )
 from evald_server.engine._prompting import ShotSourceProblem, shot_source, task_prompt
@@ -58,7 +56,6 @@ __all__ = [
     "RunEvent",
     "RunProgress",
     "RunSpec",
-    "SampleFailure",
     "ScoringPort",
     "ShotSourceProblem",
     "TaskContext",

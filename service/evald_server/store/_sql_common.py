@@ -15,10 +15,12 @@ from evald_server.domain import (
     EvalError,
     EventKind,
     RunState,
+    RunStateChanged,
     SubtaskState,
     TaskState,
     TaskType,
     can_move,
+    to_jsonable,
 )
 from evald_server.store._records import COUNTER_COLUMNS, EventRow, Json, NewEvent, RunRow, TaskRow
 
@@ -187,15 +189,15 @@ def append_events(
 
 
 def state_event(
-    run_id: str, state: RunState, now: float, previous: RunState | None = None, **extra: Any
+    state: RunState,
+    now: float,
+    previous: RunState | None = None,
+    *,
+    cancel_requested: bool = False,
+    retried: int = 0,
 ) -> NewEvent:
-    if previous is not None:
-        extra["previous"] = previous.value
-    return NewEvent(
-        kind=EventKind.RUN_STATE,
-        payload={"run_id": run_id, "state": state.value, **extra},
-        time=now,
-    )
+    body = RunStateChanged(state, previous, cancel_requested, retried)
+    return NewEvent(kind=EventKind.RUN_STATE, payload=to_jsonable(body), time=now)
 
 
 def group_by_run(events: Iterable[tuple[str, NewEvent]]) -> Mapping[str, list[NewEvent]]:

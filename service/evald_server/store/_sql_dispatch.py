@@ -15,11 +15,13 @@ from evald_server.domain import (
     EventKind,
     OutcomeKind,
     RunState,
+    SampleFailure,
     SubtaskState,
     TaskState,
     effective_outcome,
     spends_attempt,
     task_ready_for_scoring,
+    to_jsonable,
 )
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._records import (
@@ -119,9 +121,7 @@ def create_run(
             "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
             _subtask_rows(run, tasks),
         )
-        append_events(
-            conn, run.run_id, [state_event(run.run_id, RunState.PENDING, run.created_at)], retain
-        )
+        append_events(conn, run.run_id, [state_event(RunState.PENDING, run.created_at)], retain)
         created = read_run(conn, run.run_id)
     assert created is not None
     return created, True
@@ -251,22 +251,17 @@ def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float
         "WHERE s.row_id = ?",
         (outcome.row_id,),
     ).fetchone()
-    return NewEvent(
-        kind=EventKind.SAMPLE_FAILED,
-        payload={
-            "subtask_id": subtask_public_id(
-                outcome.task_id, outcome.record_idx, outcome.repeat_index
-            ),
-            "task_id": outcome.task_id,
-            "model_id": outcome.model_id,
-            "record_id": record_id,
-            "record_idx": outcome.record_idx,
-            "repeat_index": outcome.repeat_index,
-            "attempts": requests,
-            "error": outcome.error.to_json(),
-        },
-        time=now,
+    failure = SampleFailure(
+        subtask_id=subtask_public_id(outcome.task_id, outcome.record_idx, outcome.repeat_index),
+        task_id=outcome.task_id,
+        model_id=outcome.model_id,
+        record_id=record_id,
+        record_idx=outcome.record_idx,
+        repeat_index=outcome.repeat_index,
+        attempts=requests,
+        error=outcome.error,
     )
+    return NewEvent(kind=EventKind.SAMPLE_FAILED, payload=to_jsonable(failure), time=now)
 
 
 def finish_ready_tasks(conn: sqlite3.Connection, task_ids: Sequence[str], now: float) -> list[str]:

@@ -74,11 +74,7 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
             events = append_events(
                 conn,
                 run_id,
-                [
-                    state_event(
-                        run_id, RunState(row[0]), now, RunState(row[0]), cancel_requested=True
-                    )
-                ],
+                [state_event(RunState(row[0]), now, RunState(row[0]), cancel_requested=True)],
                 retain,
             )
     return TransitionReport(
@@ -144,7 +140,7 @@ def retry_failed(
             "cancel_requested = 0 WHERE run_id = ?",
             (run_id,),
         )
-        event = state_event(run_id, RunState.RUNNING, now, previous, retried=len(rows))
+        event = state_event(RunState.RUNNING, now, previous, retried=len(rows))
         events = append_events(conn, run_id, [event], retain)
     return TransitionReport(
         changed=len(rows),
@@ -242,7 +238,7 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
                 "UPDATE runs SET state = ?, finished_at = ? WHERE run_id = ?",
                 (run_state.value, finish.time, run_id),
             )
-            new_events.append(state_event(run_id, run_state, finish.time, previous))
+            new_events.append(state_event(run_state, finish.time, previous))
         events = append_events(conn, run_id, new_events, retain)
         if run_state is not None:
             conn.execute(
