@@ -6,7 +6,6 @@ import evald_server.providers as providers
 
 def test_providers_exports() -> None:
     assert sorted(providers.__all__) == [
-        "ChatMessage",
         "Completion",
         "OpenAIProvider",
         "Provider",

@@ -9,9 +9,8 @@ import anyio
 import pytest
 
 from evald_server.config import ModelConfig, SimulatorSettings
-from evald_server.domain import ErrorReason
+from evald_server.domain import ChatMessage, ErrorReason
 from evald_server.providers import (
-    ChatMessage,
     ProviderFailure,
     ProviderRequest,
     RetryKind,

@@ -44,6 +44,7 @@ from evald_server.domain._lifecycle import (
     task_outcome,
     task_ready_for_scoring,
 )
+from evald_server.domain._messages import ChatMessage
 
 __all__ = [
     "OUTCOME_TARGET",
@@ -51,6 +52,7 @@ __all__ = [
     "RETRYABLE_STATES",
     "SUBTASK_TRANSITIONS",
     "AlreadyExists",
+    "ChatMessage",
     "ChoiceScoring",
     "Counters",
     "DatasetInvalid",

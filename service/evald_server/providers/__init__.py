@@ -11,7 +11,6 @@ Failures are ``ProviderFailure`` carrying a ``RetryDecision`` (see
 
 from evald_server.config import ModelConfig
 from evald_server.providers._base import (
-    ChatMessage,
     Completion,
     Provider,
     ProviderFailure,
@@ -25,7 +24,6 @@ from evald_server.providers._retry_classification import classify_status, parse_
 from evald_server.providers._simulated import SimulatedProvider
 
 __all__ = [
-    "ChatMessage",
     "Completion",
     "OpenAIProvider",
     "Provider",

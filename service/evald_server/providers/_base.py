@@ -11,13 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from evald_server.config import GenerationParams
-from evald_server.domain import ErrorReason, EvalError
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    role: str  # "system" | "user" | "assistant"
-    content: str
+from evald_server.domain import ChatMessage, ErrorReason, EvalError
 
 
 @dataclass(frozen=True, slots=True)
