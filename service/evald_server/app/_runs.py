@@ -39,10 +39,10 @@ from evald_server.engine import (
     RunSpec,
     ShotSourceProblem,
     TaskEvaluation,
+    effective_options,
     shot_source,
     task_prompt,
 )
-from evald_server.engine._prompting import effective_options
 from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
 
 _RETRYABLE = (SubtaskState.FAILED_PERMANENT, SubtaskState.CANCELLED)

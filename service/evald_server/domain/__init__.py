@@ -13,6 +13,7 @@ from evald_server.domain._enums import (
     TaskState,
     TaskType,
 )
+from evald_server.domain._error_table import mapping_for
 from evald_server.domain._errors import (
     AlreadyExists,
     DatasetInvalid,
@@ -30,7 +31,6 @@ from evald_server.domain._events import RunStateChanged, SampleFailure
 from evald_server.domain._lifecycle import (
     OUTCOME_TARGET,
     RESULT_STATUS,
-    RETRYABLE_STATES,
     SUBTASK_TRANSITIONS,
     Counters,
     EventKind,
@@ -49,7 +49,6 @@ from evald_server.domain._messages import ChatMessage
 __all__ = [
     "OUTCOME_TARGET",
     "RESULT_STATUS",
-    "RETRYABLE_STATES",
     "SUBTASK_TRANSITIONS",
     "AlreadyExists",
     "ChatMessage",
@@ -83,6 +82,7 @@ __all__ = [
     "effective_outcome",
     "from_jsonable",
     "inference_finished",
+    "mapping_for",
     "run_state_if_done",
     "spends_attempt",
     "task_outcome",

@@ -105,10 +105,6 @@ def spends_attempt(kind: OutcomeKind, *, attempted: bool) -> bool:
     return attempted and kind not in (OutcomeKind.CANCELLED, OutcomeKind.RELEASED)
 
 
-RETRYABLE_STATES = frozenset({_S.FAILED_PERMANENT, _S.CANCELLED})
-"""The states RetryRun may re-queue from."""
-
-
 # --- Tasks --------------------------------------------------------------------------
 
 

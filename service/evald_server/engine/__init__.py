@@ -4,8 +4,6 @@ as each task finishes, and per-run event streams. Imports no grpc."""
 from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub, RunEvent
-from evald_server.engine._executor import TaskContext
-from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import (
     MODEL_LIMIT,
     RUN_LIMIT,
@@ -15,15 +13,19 @@ from evald_server.engine._limits import (
     LimitStats,
     check_limit,
 )
-from evald_server.engine._profile import build_profile, percentile
+from evald_server.engine._profile import percentile
 from evald_server.engine._progress import (
     ModelActivity,
     RunProgress,
     TaskProgress,
 )
-from evald_server.engine._prompting import ShotSourceProblem, shot_source, task_prompt
+from evald_server.engine._prompting import (
+    ShotSourceProblem,
+    effective_options,
+    shot_source,
+    task_prompt,
+)
 from evald_server.engine._results import (
-    CONTRACT_VERSION,
     BenchmarkRef,
     ExecutionProfile,
     ModelIdentity,
@@ -35,7 +37,6 @@ from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
 from evald_server.engine._watcher import ScoringPort
 
 __all__ = [
-    "CONTRACT_VERSION",
     "MODEL_LIMIT",
     "RUN_LIMIT",
     "SERVER_LIMIT",
@@ -45,7 +46,6 @@ __all__ = [
     "Engine",
     "EventHub",
     "ExecutionProfile",
-    "LaneState",
     "Limit",
     "LimitStats",
     "Limiter",
@@ -58,11 +58,10 @@ __all__ = [
     "RunSpec",
     "ScoringPort",
     "ShotSourceProblem",
-    "TaskContext",
     "TaskEvaluation",
     "TaskProgress",
-    "build_profile",
     "check_limit",
+    "effective_options",
     "generation_params",
     "percentile",
     "shot_source",

@@ -3,7 +3,6 @@
 from evald_server.store._errors import LiveRunLimitReached, StoreError
 from evald_server.store._port import Store
 from evald_server.store._records import (
-    COUNTER_COLUMNS,
     Claim,
     ClaimedSubtask,
     CompletionReport,
@@ -28,14 +27,12 @@ from evald_server.store._records import (
     TransitionReport,
     subtask_public_id,
 )
-from evald_server.store._schema import LATEST_VERSION, MIGRATIONS, migrate, schema_version
-from evald_server.store._sqlite import SqliteStore, now
+from evald_server.store._schema import LATEST_VERSION, schema_version
+from evald_server.store._sqlite import SqliteStore
 from evald_server.store._store_file import StoreLocked, StoreLost
 
 __all__ = [
-    "COUNTER_COLUMNS",
     "LATEST_VERSION",
-    "MIGRATIONS",
     "Claim",
     "ClaimedSubtask",
     "CompletionReport",
@@ -64,8 +61,6 @@ __all__ = [
     "TaskOutput",
     "TaskRow",
     "TransitionReport",
-    "migrate",
-    "now",
     "schema_version",
     "subtask_public_id",
 ]
