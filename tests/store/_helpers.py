@@ -3,10 +3,10 @@
 import time
 
 from evald_server.domain import TaskType
-from evald_server.store import DatasetRow, NewRun, NewTask, RecordRow, RunRow, SqliteStore
+from evald_server.store import DatasetRow, NewRun, NewTask, RecordRow, RunRow, Store
 
 
-async def add_dataset(store: SqliteStore, name: str = "ds", records: int = 10) -> DatasetRow:
+async def add_dataset(store: Store, name: str = "ds", records: int = 10) -> DatasetRow:
     row = DatasetRow(
         dataset_id=f"ds_{name}",
         tenant="t1",
@@ -24,7 +24,7 @@ async def add_dataset(store: SqliteStore, name: str = "ds", records: int = 10) -
 
 
 async def add_run(
-    store: SqliteStore,
+    store: Store,
     datasets: list[DatasetRow],
     models: tuple[str, ...] = ("m1",),
     *,
