@@ -32,6 +32,7 @@ async def add_run(
     repeat: int = 1,
     request_id: str | None = None,
     request_hash: str | None = None,
+    max_live_runs: int | None = None,
 ) -> RunRow:
     tasks = [
         NewTask(
@@ -54,5 +55,5 @@ async def add_run(
         request_id=request_id,
         request_hash=request_hash,
     )
-    row, _ = await store.create_run(run, tasks)
+    row, _ = await store.create_run(run, tasks, max_live_runs=max_live_runs)
     return row
