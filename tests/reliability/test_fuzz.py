@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
 from evald_server.datasets import parse_jsonl, render_prompt, validate_template
 from evald_server.domain import DatasetInvalid, TaskType
+from tests._shared import status_of
 from tests.harness import ServerProcess
-from tests.reliability._support import release, server_config, status_of
+from tests.reliability._support import release, server_config
 
 MAX_RECORDS = 20
 MAX_RECORD_BYTES = 400
