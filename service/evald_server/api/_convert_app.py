@@ -120,9 +120,7 @@ def spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
     try:
         return _spec_from_proto(spec)
     except InvalidArgument as error:
-        error.field_violations = tuple(
-            FieldViolation(_spec_path(v.field), v.description) for v in error.field_violations
-        )
+        error.with_field_paths(_spec_path)
         raise
 
 

@@ -26,6 +26,8 @@ from evald_server.domain._errors import (
     OutOfRange,
     ResourceExhausted,
     Unauthenticated,
+    field_error,
+    request_error,
 )
 from evald_server.domain._events import RunStateChanged, SampleFailure
 from evald_server.domain._lifecycle import (
@@ -80,9 +82,11 @@ __all__ = [
     "can_move",
     "derive_run_state",
     "effective_outcome",
+    "field_error",
     "from_jsonable",
     "inference_finished",
     "mapping_for",
+    "request_error",
     "run_state_if_done",
     "spends_attempt",
     "task_outcome",
