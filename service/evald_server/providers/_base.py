@@ -96,6 +96,10 @@ class ProviderFailure(Exception):
 class Provider(Protocol):
     """A model provider; one instance per configured model, shared by every run."""
 
+    # Whether the provider is sent the record's gold data (``ProviderRequest.reference``):
+    # only a simulator answers from it; for every other provider it is not even built.
+    wants_reference: bool
+
     async def complete(self, request: ProviderRequest) -> Completion:
         """Run one call; raise ``ProviderFailure`` on any failure."""
         ...
