@@ -177,3 +177,11 @@ def test_each_exported_name_exists(package: str) -> None:
     assert exported, f"evald_server.{package} declares its surface in __all__"
     missing = [name for name in exported if not hasattr(module, name)]
     assert missing == []
+
+
+def test_the_server_and_the_cli_announce_readiness_alike() -> None:
+    # Two constants because the CLI may not import the server; one line on the wire.
+    from evald_cli._serve import READY_PREFIX as cli_prefix
+    from evald_server.api import READY_PREFIX as server_prefix
+
+    assert cli_prefix == server_prefix == "evald listening on "
