@@ -1,6 +1,7 @@
 """Persistence: the ``Store`` port and its embedded SQLite implementation."""
 
 from evald_server.store._errors import LiveRunLimitReached, StoreError
+from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
     Claim,
@@ -33,6 +34,7 @@ from evald_server.store._store_file import StoreLocked, StoreLost
 
 __all__ = [
     "LATEST_VERSION",
+    "STORE_OPENERS",
     "Claim",
     "ClaimedSubtask",
     "CompletionReport",
@@ -61,6 +63,7 @@ __all__ = [
     "TaskOutput",
     "TaskRow",
     "TransitionReport",
+    "open_store",
     "schema_version",
     "subtask_public_id",
 ]
