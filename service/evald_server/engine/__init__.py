@@ -34,7 +34,7 @@ from evald_server.engine._results import (
 )
 from evald_server.engine._retry_policy import RetryPolicy
 from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
-from evald_server.engine._watcher import ScoringPort
+from evald_server.engine._task_scoring import ScoringPort
 
 __all__ = [
     "MODEL_LIMIT",

@@ -40,7 +40,7 @@ from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._spec import DatasetRef, RunSpec
-from evald_server.engine._watcher import ScoringPort, Watcher
+from evald_server.engine._task_scoring import ScoringPort, Watcher
 from evald_server.providers import Provider
 from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
 

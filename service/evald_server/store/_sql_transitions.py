@@ -28,7 +28,7 @@ from evald_server.store._sql_common import (
     state_event,
     transaction,
 )
-from evald_server.store._sql_dispatch import finish_ready_tasks
+from evald_server.store._sql_outcomes import finish_ready_tasks
 
 _S = SubtaskState
 
