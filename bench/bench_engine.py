@@ -40,9 +40,9 @@ import psutil  # type: ignore[import-untyped]
 
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
 from evald_server.config import GenerationParams, ModelConfig, ServerConfig, parse_config
-from evald_server.domain import TaskType
+from evald_server.domain import ChatMessage, TaskType
 from evald_server.fake_provider import FakeProcess
-from evald_server.providers import ChatMessage, OpenAIProvider, ProviderRequest
+from evald_server.providers import OpenAIProvider, ProviderRequest
 
 RESULTS = Path(__file__).parent / "results" / "engine.json"
 TENANT = "bench"

@@ -29,8 +29,9 @@ import anyio
 import httpx
 
 from evald_server.config import GenerationParams, ModelConfig
+from evald_server.domain import ChatMessage
 from evald_server.fake_provider import FakeProcess
-from evald_server.providers import ChatMessage, OpenAIProvider, ProviderFailure, ProviderRequest
+from evald_server.providers import OpenAIProvider, ProviderFailure, ProviderRequest
 
 RESULTS = Path(__file__).parent / "results" / "provider.json"
 WARMUP = 200

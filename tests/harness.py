@@ -20,10 +20,10 @@ from typing import Any
 
 import anyio
 
-from evald_server.api import serve
+from evald_server.api import READY_PREFIX, serve
 from evald_server.config import ServerConfig, parse_config
 
-LISTENING = "evald listening on "
+LISTENING = READY_PREFIX
 
 
 def config_data(

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from evald_server.config import ConfigError, GenerationParams, load_config
+from evald_server.config import STORE_SCHEMES, ConfigError, GenerationParams, load_config
+from evald_server.store import STORE_OPENERS
 
 VALID = """
 [server]
@@ -73,6 +74,9 @@ def test_valid_config_loads_with_defaults(tmp_path: Path) -> None:
         ("[server]\nlisten = '0.0.0.0:50051'\n", "binds only to loopback"),
         ("[server]\ntls_cert = 'c.pem'\n", "tls_cert and tls_key must be given together"),
         ("[store]\nurl = 'mysql://x'\n", "store.url"),
+        # A scheme with no store in this build is refused here, not when the server starts.
+        ("[store]\nurl = 'postgresql://127.0.0.1/evald'\n", "store.url"),
+        ("[store]\nurl = 'evald.sqlite3'\n", "store.url"),
         ("[[auth.tokens]]\ntenant = 't'\nsha256 = 'abc'\n", "auth.tokens[0].sha256"),
         ("[server\n", "invalid TOML"),
     ],
@@ -99,3 +103,7 @@ def test_generation_overrides_replace_only_what_they_set() -> None:
     merged = defaults.merged(GenerationParams(max_tokens=8))
     assert merged == GenerationParams(temperature=0.7, max_tokens=8, stop=("x",))
     assert defaults.merged(None) is defaults
+
+
+def test_the_config_accepts_exactly_the_schemes_a_store_opens() -> None:
+    assert set(STORE_SCHEMES) == set(STORE_OPENERS)

@@ -117,14 +117,24 @@ class ServerSection(_Section):
             return False
 
 
+# The store URL schemes this build can open: the keys of the store package's opener map
+# (a test keeps the two equal), so a URL passes the config only if its store exists.
+STORE_SCHEMES: tuple[str, ...] = ("sqlite",)
+
+
 class StoreSection(_Section):
     url: str = "sqlite:///evald.sqlite3"
 
     @field_validator("url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
-        if not url.startswith(("sqlite:///", "postgresql://")):
-            raise ValueError("store url must start with sqlite:/// or postgresql://")
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        if scheme not in STORE_SCHEMES:
+            known = ", ".join(STORE_SCHEMES)
+            raise ValueError(
+                f"store url scheme must be one of {known} (e.g. sqlite:///evald.sqlite3), "
+                f"got {scheme or url!r}"
+            )
         return url
 
 

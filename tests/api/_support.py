@@ -5,67 +5,23 @@ The SDK hides the wire; these tests sometimes need it (the exact ``google.rpc.St
 a header-less upload, a stream cut by hand), so they talk to the generated stub here.
 """
 
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import grpc
 import pytest
-from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from grpc_status import rpc_status
 
 from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
+from tests._shared import RpcFailure, failure_of
 
 Metadata = tuple[tuple[str, str], ...]
 
 
 def bearer(token: str) -> Metadata:
     return (("authorization", f"Bearer {token}"),)
-
-
-@dataclass(frozen=True, slots=True)
-class RpcFailure:
-    """What a failed call said: code, message and the unpacked google.rpc details."""
-
-    code: grpc.StatusCode
-    message: str
-    reason: str = ""
-    domain: str = ""
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    violations: Mapping[str, str] = field(default_factory=dict)  # field → description
-    retry_delay_s: float | None = None
-    detail_types: tuple[str, ...] = ()
-
-
-def failure_of(error: grpc.RpcError) -> RpcFailure:
-    """Unpack a failed call's status with ``grpc_status.rpc_status.from_call``."""
-    code = error.code()
-    message = error.details() or ""
-    status = rpc_status.from_call(error)
-    if status is None:
-        return RpcFailure(code, message)
-    info = error_details_pb2.ErrorInfo()
-    bad = error_details_pb2.BadRequest()
-    retry = error_details_pb2.RetryInfo()
-    found: dict[str, Any] = {}
-    types = []
-    for detail in status.details:
-        types.append(detail.TypeName())
-        if detail.Unpack(info):
-            found.update(reason=info.reason, domain=info.domain, metadata=dict(info.metadata))
-        elif detail.Unpack(bad):
-            found["violations"] = {v.field: v.description for v in bad.field_violations}
-        elif detail.Unpack(retry):
-            delay = retry.retry_delay
-            found["retry_delay_s"] = delay.seconds + delay.nanos / 1e9
-    assert status.code == code.value[0], "the Status proto and the call agree on the code"
-    assert status.message == message
-    return RpcFailure(code, message, detail_types=tuple(types), **found)
 
 
 async def fails(call: Awaitable[Any]) -> RpcFailure:
@@ -124,10 +80,6 @@ def chunk(data: bytes) -> service_pb2.UploadDatasetRequest:
     return service_pb2.UploadDatasetRequest(chunk=data)
 
 
-def jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
-    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
-
-
 def classification(n: int, prefix: str = "c") -> list[dict[str, Any]]:
     return [
         {"id": f"{prefix}{i}", "input": f"is {i} even?", "label": "yes" if i % 2 == 0 else "no"}
@@ -140,18 +92,6 @@ def qa(n: int, prefix: str = "q") -> list[dict[str, Any]]:
         {"id": f"{prefix}{i}", "question": f"What is item {i}?", "answers": ["a lamp"]}
         for i in range(n)
     ]
-
-
-async def wait_for(
-    probe: Callable[[], Awaitable[Any]], *, timeout_s: float = 20.0, every_s: float = 0.02
-) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout_s``."""
-    with anyio.fail_after(timeout_s):
-        while True:
-            value = await probe()
-            if value:
-                return value
-            await anyio.sleep(every_s)
 
 
 def simulated(

@@ -28,7 +28,8 @@ from evald_client import (
     ShotFormat,
 )
 from evald_server.fake_provider import FakeChatRequest, FakeProvider
-from tests.api._support import assert_reason, chunk, fails, header, jsonl, raw_stub
+from tests._shared import jsonl
+from tests.api._support import assert_reason, chunk, fails, header, raw_stub
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio

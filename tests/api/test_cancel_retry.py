@@ -25,14 +25,8 @@ from evald_client import (
     TaskState,
 )
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
-from tests.api._support import (
-    assert_reason,
-    classification,
-    fails,
-    raw_stub,
-    simulated,
-    wait_for,
-)
+from tests._shared import wait_for
+from tests.api._support import assert_reason, classification, fails, raw_stub, simulated
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio

@@ -25,6 +25,7 @@ from evald_client import (
     SubtaskState,
 )
 from evald_server.config import parse_config
+from tests._shared import wait_for
 from tests.api._support import (
     assert_reason,
     classification,
@@ -33,7 +34,6 @@ from tests.api._support import (
     health_status,
     raw_stub,
     simulated,
-    wait_for,
 )
 from tests.harness import ServerProcess, config_data, running_server, write_config
 

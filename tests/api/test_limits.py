@@ -13,6 +13,7 @@ from google.protobuf import duration_pb2
 
 from evald.v1 import dataset_pb2, enums_pb2, model_pb2, run_pb2, service_pb2
 from evald_client import AsyncEvaldClient, ResourceExhausted, RunState
+from tests._shared import wait_for
 from tests.api._support import (
     assert_reason,
     classification,
@@ -20,7 +21,6 @@ from tests.api._support import (
     raw_stub,
     simulated,
     stream_fails,
-    wait_for,
 )
 from tests.harness import make_config, running_server
 

@@ -11,6 +11,7 @@ import pytest
 
 from evald.v1 import dataset_pb2, enums_pb2, run_pb2, service_pb2
 from evald_client import AsyncEvaldClient, NotFound, RunState, Unauthenticated
+from tests._shared import jsonl
 from tests.api._support import (
     Metadata,
     RpcFailure,
@@ -21,7 +22,6 @@ from tests.api._support import (
     fails,
     header,
     health_status,
-    jsonl,
     raw_stub,
     reflected_services,
     simulated,

@@ -12,15 +12,8 @@ import pytest
 
 from evald.v1 import enums_pb2, service_pb2
 from evald_client import AsyncEvaldClient, DatasetInvalid
-from tests.api._support import (
-    assert_reason,
-    chunk,
-    classification,
-    fails,
-    header,
-    jsonl,
-    raw_stub,
-)
+from tests._shared import jsonl
+from tests.api._support import assert_reason, chunk, classification, fails, header, raw_stub
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from evald_server.datasets import parse_jsonl
-from evald_server.domain import DatasetInvalid, ErrorReason, TaskType
+from evald_server.domain import DatasetInvalid, ErrorReason, ResourceExhausted, TaskType
 
 LIMITS = {"max_records": 100, "max_record_bytes": 4096}
 
@@ -239,14 +239,15 @@ def test_empty_upload_is_rejected() -> None:
 
 
 def test_record_and_dataset_size_limits_are_named() -> None:
+    # A size limit is RESOURCE_EXHAUSTED (the error table), so not a DatasetInvalid.
     long_line = json.dumps({"input": "x" * 5000, "label": "a"}).encode()
-    with pytest.raises(DatasetInvalid) as caught:
+    with pytest.raises(ResourceExhausted) as caught:
         parse(TaskType.CLASSIFICATION, [long_line[:3000], long_line[3000:]])
     assert caught.value.reason is ErrorReason.DATASET_TOO_LARGE
     assert caught.value.metadata["limit"] == "max_record_bytes"
 
     many = lines(*({"input": str(i), "label": "a"} for i in range(101)))
-    with pytest.raises(DatasetInvalid) as caught:
+    with pytest.raises(ResourceExhausted) as caught:
         parse(TaskType.CLASSIFICATION, many)
     assert caught.value.reason is ErrorReason.DATASET_TOO_LARGE
     assert caught.value.metadata == {

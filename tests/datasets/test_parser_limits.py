@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 
 from evald_server.datasets import parse_jsonl
-from evald_server.domain import DatasetInvalid, ErrorReason, TaskType
+from evald_server.domain import ErrorReason, ResourceExhausted, TaskType
 
 LIMIT = 200
 
@@ -25,8 +25,8 @@ def parse(chunks: list[bytes], *, max_records: int = 10) -> object:
     )
 
 
-def too_large(chunks: list[bytes]) -> DatasetInvalid:
-    with pytest.raises(DatasetInvalid) as caught:
+def too_large(chunks: list[bytes]) -> ResourceExhausted:
+    with pytest.raises(ResourceExhausted) as caught:
         parse(chunks)
     assert caught.value.reason is ErrorReason.DATASET_TOO_LARGE
     assert caught.value.metadata["limit"] == "max_record_bytes"
@@ -61,7 +61,7 @@ def test_a_line_over_the_limit_is_refused_before_its_newline_arrives() -> None:
             yield line[start : start + 40]
         raise AssertionError("the parser read past the oversize line")
 
-    with pytest.raises(DatasetInvalid) as caught:
+    with pytest.raises(ResourceExhausted) as caught:
         parse_jsonl(TaskType.CLASSIFICATION, chunks(), max_records=10, max_record_bytes=LIMIT)
     assert caught.value.metadata["line"] == "2"
     # Stopped as soon as more than LIMIT bytes were pending, not at the end of the line.
@@ -77,7 +77,7 @@ def test_pending_bytes_at_the_limit_are_not_refused_yet() -> None:
 def test_exactly_max_records_is_accepted_and_blank_lines_do_not_count() -> None:
     body = b"\n\n".join(record(40) for _ in range(3)) + b"\n\n"
     assert len(parse([body], max_records=3).records) == 3  # type: ignore[attr-defined]
-    with pytest.raises(DatasetInvalid) as caught:
+    with pytest.raises(ResourceExhausted) as caught:
         parse([body + record(40)], max_records=3)
     assert caught.value.reason is ErrorReason.DATASET_TOO_LARGE
     assert caught.value.metadata["line"] == "7"

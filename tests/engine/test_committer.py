@@ -5,8 +5,9 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
+from evald_server.domain import OutcomeKind
 from evald_server.engine._committer import Committer
-from evald_server.store import CompletionReport, OutcomeKind, SubtaskOutcome
+from evald_server.store import CompletionReport, SubtaskOutcome
 
 
 class RecordingStore:

@@ -7,8 +7,7 @@ import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
-from evald_server.domain import ResultStatus, RunState, TaskState
-from evald_server.store import EventKind
+from evald_server.domain import EventKind, ResultStatus, RunState, TaskState
 from tests.engine._support import (
     TENANT,
     InlineScoring,

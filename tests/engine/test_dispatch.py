@@ -7,9 +7,15 @@ import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
-from evald_server.domain import AlreadyExists, ErrorReason, ResultStatus, RunState, TaskState
+from evald_server.domain import (
+    AlreadyExists,
+    ErrorReason,
+    EventKind,
+    ResultStatus,
+    RunState,
+    TaskState,
+)
 from evald_server.fake_provider import FakeConfig, FakeProvider
-from evald_server.store import EventKind
 from tests.engine._support import (
     TENANT,
     InlineScoring,

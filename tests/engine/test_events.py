@@ -7,9 +7,9 @@ import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RunEvent, RunSpec
-from evald_server.domain import ErrorReason, OutOfRange, RunState
+from evald_server.domain import ErrorReason, EventKind, OutOfRange, RunState
 from evald_server.engine import EventHub
-from evald_server.store import EventKind, NewEvent, SqliteStore
+from evald_server.store import NewEvent, SqliteStore
 from tests.engine._support import (
     TENANT,
     InlineScoring,

@@ -6,9 +6,15 @@ import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
-from evald_server.domain import ErrorCategory, ErrorReason, ResultStatus, RunState, SubtaskState
+from evald_server.domain import (
+    ErrorCategory,
+    ErrorReason,
+    EventKind,
+    ResultStatus,
+    RunState,
+    SubtaskState,
+)
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
-from evald_server.store import EventKind
 from tests.engine._support import (
     FAST_RETRIES,
     TENANT,

@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
-from evald_server.domain import ResultStatus, RunState, SubtaskState
-from evald_server.store import EventKind
+from evald_server.domain import EventKind, ResultStatus, RunState, SubtaskState
 from tests.engine._support import (
     TENANT,
     InlineScoring,

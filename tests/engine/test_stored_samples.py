@@ -7,7 +7,7 @@ import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
 from evald_server.domain import TaskType
-from evald_server.engine._watcher import StoredSamples
+from evald_server.engine._task_scoring import StoredSamples
 from evald_server.scoring import PageDecoder, ScoringPool, ScoringSample, score_task
 from tests.engine._support import (
     TENANT,

@@ -11,7 +11,6 @@ from evald_server.domain import (
     EvalError,
     InvalidArgument,
     ResultStatus,
-    TaskState,
     TaskType,
 )
 from evald_server.engine import (
@@ -26,12 +25,10 @@ from evald_server.engine import (
     TaskEvaluation,
     check_limit,
     percentile,
-    task_outcome,
 )
 from evald_server.engine import DatasetRef as Ref
 from evald_server.providers import RetryDecision, RetryKind
 from evald_server.scoring import ScoringSample, score_task
-from evald_server.store import Counters
 
 TRANSIENT = RetryDecision(RetryKind.TRANSIENT)
 
@@ -126,23 +123,6 @@ def test_percentiles_interpolate_like_numpy() -> None:
     assert percentile(values, 0) == 1.0
     assert percentile(values, 100) == 4.0
     assert percentile([7.0], 99) == 7.0
-
-
-def test_task_outcomes_follow_their_counters() -> None:
-    assert task_outcome(Counters(total=3, succeeded=3), scorer_failed=False) is TaskState.SUCCEEDED
-    assert (
-        task_outcome(Counters(total=3, succeeded=2, failed_permanent=1), scorer_failed=False)
-        is TaskState.PARTIAL
-    )
-    assert (
-        task_outcome(Counters(total=3, succeeded=1, cancelled=2), scorer_failed=False)
-        is TaskState.PARTIAL
-    )
-    assert task_outcome(Counters(total=3, cancelled=3), scorer_failed=False) is TaskState.CANCELLED
-    assert (
-        task_outcome(Counters(total=3, failed_permanent=3), scorer_failed=False) is TaskState.FAILED
-    )
-    assert task_outcome(Counters(total=3, succeeded=3), scorer_failed=True) is TaskState.FAILED
 
 
 @pytest.mark.parametrize(

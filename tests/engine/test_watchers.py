@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
-from evald_server.domain import RunState
+from evald_server.domain import EventKind, RunState
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
-from evald_server.store import EventKind, EventRow, NewEvent
+from evald_server.store import EventRow, NewEvent
 from tests.engine._support import (
     TENANT,
     InlineScoring,

@@ -5,8 +5,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from evald_server.config import GenerationParams
+from evald_server.domain import ChatMessage
 from evald_server.fake_provider import FakeProvider
-from evald_server.providers import ChatMessage, ProviderRequest
+from evald_server.providers import ProviderRequest
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from evald_server.config import GenerationParams
-from evald_server.domain import FinishReason
-from evald_server.providers import ChatMessage, ProviderRequest, chat_url
+from evald_server.domain import ChatMessage, FinishReason
+from evald_server.providers import ProviderRequest, chat_url
 from evald_server.providers._openai_wire import (
     AnswerTooLarge,
     MalformedResponse,

@@ -9,9 +9,9 @@ import anyio
 import pytest
 
 from evald_server.config import ModelConfig, SimulatorSettings
-from evald_server.domain import ErrorReason
+from evald_server.domain import ChatMessage, ErrorReason
 from evald_server.providers import (
-    ChatMessage,
+    OpenAIProvider,
     ProviderFailure,
     ProviderRequest,
     RetryKind,
@@ -215,3 +215,8 @@ async def test_log_probabilities_only_when_asked_its_first_word() -> None:
     asked = await provider.complete(dataclasses.replace(_request(1, **letter), top_logprobs=20))
     assert asked.text == "C"
     assert asked.top_logprobs == (("C", pytest.approx(math.log(0.9))),)
+
+
+def test_only_the_simulator_asks_for_the_records_gold_data() -> None:
+    assert SimulatedProvider.wants_reference is True
+    assert OpenAIProvider.wants_reference is False

@@ -6,21 +6,18 @@ evald's own code could not catch evald's own counting bugs.
 """
 
 import contextlib
-import json
 import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-import grpc
 import psutil
-from google.rpc import error_details_pb2, status_pb2
 
 from tests.harness import LISTENING, ServerProcess, _readline_within, config_data, write_config
 
@@ -59,10 +56,6 @@ def classification_records(count: int, *, prefix: str = "r") -> list[dict[str, A
         }
         for i in range(count)
     ]
-
-
-def jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
-    return "".join(json.dumps(r) + "\n" for r in records).encode()
 
 
 # -- servers -------------------------------------------------------------------------------
@@ -233,33 +226,3 @@ def check_run_in_store(path: Path, run_id: str, *, expected_subtasks: int) -> St
         return StoreCheck(run_state, sum(states.values()), dict(states))
     finally:
         conn.close()
-
-
-# -- rpc status details ----------------------------------------------------------------------
-
-
-def status_of(error: grpc.RpcError) -> tuple[str, str]:
-    """(gRPC code name, ErrorInfo reason or "") of a failed call, read from the trailer."""
-    code = error.code().name
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                    info = error_details_pb2.ErrorInfo()
-                    detail.Unpack(info)
-                    return code, info.reason
-    return code, ""
-
-
-# -- waiting ------------------------------------------------------------------------------------
-
-
-async def wait_until(
-    condition: Callable[[], Awaitable[bool]], *, timeout_s: float, interval_s: float = 0.02
-) -> None:
-    """Poll ``condition`` until it holds; ``TimeoutError`` after ``timeout_s``."""
-    with anyio.fail_after(timeout_s):
-        # Polling: what we wait for happens in another process (the server, the fake).
-        while not await condition():  # noqa: ASYNC110
-            await anyio.sleep(interval_s)

@@ -28,8 +28,9 @@ from evald.v1 import (
 )
 from evald_client import AsyncEvaldClient
 from evald_client._errors import error_from_rpc
+from tests._shared import jsonl, status_of
 from tests.harness import make_config, running_server
-from tests.reliability._support import classification_records, db_path, dump, jsonl, status_of
+from tests.reliability._support import classification_records, db_path, dump
 
 pytestmark = pytest.mark.anyio
 

@@ -24,14 +24,9 @@ from evald_client import (
     TaskScored,
     Unavailable,
 )
+from tests._shared import jsonl, wait_for
 from tests.reliability._rig import Rig, rig
-from tests.reliability._support import (
-    classification_records,
-    jsonl,
-    query,
-    task_states,
-    wait_until,
-)
+from tests.reliability._support import classification_records, query, task_states
 
 pytestmark = pytest.mark.anyio
 
@@ -135,7 +130,7 @@ async def test_kill_mid_inference(tmp_path: Path) -> None:
         async def a_third_answered() -> bool:
             return await _ok_answers(the_rig) >= RECORDS // 3
 
-        await wait_until(a_third_answered, timeout_s=60)
+        await wait_for(a_third_answered, timeout_s=60)
         crash = await the_rig.kill()
         assert 0 < len(crash.finished) < RECORDS
 
@@ -153,7 +148,7 @@ async def test_kill_during_scoring(tmp_path: Path) -> None:
         async def scoring() -> bool:
             return "scoring" in task_states(the_rig.db).values()
 
-        await wait_until(scoring, timeout_s=60, interval_s=0.005)
+        await wait_for(scoring, timeout_s=60, every_s=0.005)
         crash = await the_rig.kill()
         assert list(task_states(the_rig.db).values()) == ["scoring"]
         assert len(crash.finished) == RECORDS, "a task is scored only once all is terminal"
@@ -285,7 +280,7 @@ async def test_repeated_kills_under_provider_faults(tmp_path: Path) -> None:
             async def answered(target: int = target) -> bool:
                 return await _ok_answers(the_rig) >= target
 
-            await wait_until(answered, timeout_s=60)
+            await wait_for(answered, timeout_s=60)
             crashes.append(await the_rig.kill())
             await the_rig.start()
         final = await the_rig.finish(run.run_id)

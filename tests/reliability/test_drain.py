@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._shared import wait_for
 from tests.reliability._rig import rig
-from tests.reliability._support import classification_records, query, wait_until
+from tests.reliability._support import classification_records, query
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +32,7 @@ async def test_sigterm_mid_run_then_restart_loses_nothing(tmp_path: Path) -> Non
             stats = await the_rig.fake.control.stats()
             return int(stats["outcomes"].get("ok", 0)) >= RECORDS // 3
 
-        await wait_until(a_third_answered, timeout_s=60)
+        await wait_for(a_third_answered, timeout_s=60)
         code, drained = await the_rig.terminate()
         assert code == 0
         assert "draining" in the_rig.server.stderr()

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
 from evald_server.datasets import parse_jsonl, render_prompt, validate_template
-from evald_server.domain import DatasetInvalid, TaskType
+from evald_server.domain import EvaldError, TaskType
+from tests._shared import status_of
 from tests.harness import ServerProcess
-from tests.reliability._support import release, server_config, status_of
+from tests.reliability._support import release, server_config
 
 MAX_RECORDS = 20
 MAX_RECORD_BYTES = 400
@@ -115,7 +116,7 @@ def _outcome(task_type: TaskType, chunks: list[bytes]) -> tuple[Any, ...]:
         parsed = parse_jsonl(
             task_type, chunks, max_records=MAX_RECORDS, max_record_bytes=MAX_RECORD_BYTES
         )
-    except DatasetInvalid as error:
+    except EvaldError as error:  # DatasetInvalid, or ResourceExhausted past a limit
         return ("invalid", error.reason, error.message, dict(error.metadata))
     records = [(r.record_id, r.line, r.fields) for r in parsed.records]
     return ("ok", records, parsed.content_sha256)

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from evald.v1 import dataset_pb2, enums_pb2, run_pb2, service_pb2, service_pb2_grpc
 from evald_client import EvaldClient, RetryPolicy
 from evald_server.domain import TaskType
+from tests._shared import status_of
 from tests.harness import ServerProcess
 from tests.reliability._support import (
     classification_records,
@@ -36,7 +37,6 @@ from tests.reliability._support import (
     query,
     release,
     server_config,
-    status_of,
 )
 from tests.reliability.test_fuzz import _valid_records, bodies
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests._shared import wait_for
 from tests.reliability._rig import Rig, rig
-from tests.reliability._support import classification_records, query, wait_until
+from tests.reliability._support import classification_records, query
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ async def _started_run(the_rig: Rig) -> str:
         stats = await the_rig.fake.control.stats()
         return int(stats["in_flight_all"]) >= 4
 
-    await wait_until(calls_in_flight, timeout_s=30)
+    await wait_for(calls_in_flight, timeout_s=30)
     return run.run_id
 
 

@@ -20,8 +20,9 @@ import pytest
 
 from evald_server.store import StoreLocked, StoreLost
 from evald_server.store._store_file import StoreFileGuard
+from tests._shared import wait_for
 from tests.reliability._rig import rig
-from tests.reliability._support import classification_records, query, wait_until
+from tests.reliability._support import classification_records, query
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +69,7 @@ async def test_a_second_server_on_the_same_store_is_refused_naming_the_holder(
                 )
                 return int(rows[0][0]) > 0
 
-            await wait_until(some_running, timeout_s=30)
+            await wait_for(some_running, timeout_s=30)
             code, stderr = await anyio.to_thread.run_sync(_start_fails, the_rig.config)
             assert code == 2, stderr
             (line,) = stderr.strip().splitlines()  # one line, no traceback

@@ -3,10 +3,10 @@
 import time
 
 from evald_server.domain import TaskType
-from evald_server.store import DatasetRow, NewRun, NewTask, RecordRow, RunRow, SqliteStore
+from evald_server.store import DatasetRow, NewRun, NewTask, RecordRow, RunRow, Store
 
 
-async def add_dataset(store: SqliteStore, name: str = "ds", records: int = 10) -> DatasetRow:
+async def add_dataset(store: Store, name: str = "ds", records: int = 10) -> DatasetRow:
     row = DatasetRow(
         dataset_id=f"ds_{name}",
         tenant="t1",
@@ -24,7 +24,7 @@ async def add_dataset(store: SqliteStore, name: str = "ds", records: int = 10) -
 
 
 async def add_run(
-    store: SqliteStore,
+    store: Store,
     datasets: list[DatasetRow],
     models: tuple[str, ...] = ("m1",),
     *,
@@ -32,6 +32,7 @@ async def add_run(
     repeat: int = 1,
     request_id: str | None = None,
     request_hash: str | None = None,
+    max_live_runs: int | None = None,
 ) -> RunRow:
     tasks = [
         NewTask(
@@ -54,5 +55,5 @@ async def add_run(
         request_id=request_id,
         request_hash=request_hash,
     )
-    row, _ = await store.create_run(run, tasks)
+    row, _ = await store.create_run(run, tasks, max_live_runs=max_live_runs)
     return row

@@ -2,32 +2,23 @@
 
 import random
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import pytest
 
-from evald_server.domain import ErrorReason, EvalError, RunState, SubtaskState, TaskState
-from evald_server.store import (
-    ClaimedSubtask,
+from evald_server.domain import (
     Counters,
+    ErrorReason,
+    EvalError,
     EventKind,
-    NewEvent,
     OutcomeKind,
-    SqliteStore,
-    SubtaskOutcome,
-    TaskFinish,
+    RunState,
+    SubtaskState,
+    TaskState,
 )
+from evald_server.store import ClaimedSubtask, NewEvent, Store, SubtaskOutcome, TaskFinish
 from tests.store._helpers import add_dataset, add_run
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "evald.sqlite3", events_retained_per_run=100)
-    yield opened
-    await opened.close()
 
 
 def outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
@@ -43,7 +34,7 @@ def outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> Subtas
     )
 
 
-async def assert_counters_match_recount(store: SqliteStore, run_id: str) -> None:
+async def assert_counters_match_recount(store: Store, run_id: str) -> None:
     run = await store.get_run(run_id)
     assert run is not None
     total = Counters()
@@ -63,7 +54,7 @@ ERROR = EvalError.of(ErrorReason.PROVIDER_HTTP_5XX, "502 from provider")
 
 
 @pytest.mark.anyio
-async def test_create_run_writes_every_subtask_and_its_counters(store: SqliteStore) -> None:
+async def test_create_run_writes_every_subtask_and_its_counters(store: Store) -> None:
     ds = await add_dataset(store, records=7)
     run = await add_run(store, [ds], ("m1", "m2"), repeat=3)
     assert run.state is RunState.PENDING
@@ -78,7 +69,7 @@ async def test_create_run_writes_every_subtask_and_its_counters(store: SqliteSto
 
 
 @pytest.mark.anyio
-async def test_a_reused_request_id_returns_the_existing_run(store: SqliteStore) -> None:
+async def test_a_reused_request_id_returns_the_existing_run(store: Store) -> None:
     ds = await add_dataset(store)
     first = await add_run(store, [ds], run_id="run_a", request_id="req-1", request_hash="h1")
     again = await add_run(store, [ds], run_id="run_b", request_id="req-1", request_hash="h2")
@@ -88,7 +79,7 @@ async def test_a_reused_request_id_returns_the_existing_run(store: SqliteStore) 
 
 
 @pytest.mark.anyio
-async def test_claims_take_pages_in_run_order_and_say_when_exhausted(store: SqliteStore) -> None:
+async def test_claims_take_pages_in_run_order_and_say_when_exhausted(store: Store) -> None:
     ds = await add_dataset(store, records=5)
     run = await add_run(store, [ds, await add_dataset(store, "second", 3)])
     first = await store.claim_ready(run.run_id, "m1", 4, time.time())
@@ -118,7 +109,7 @@ async def test_claims_take_pages_in_run_order_and_say_when_exhausted(store: Sqli
 
 
 @pytest.mark.anyio
-async def test_outcomes_move_counters_and_finish_the_task(store: SqliteStore) -> None:
+async def test_outcomes_move_counters_and_finish_the_task(store: Store) -> None:
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
     a, b, c = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
@@ -167,7 +158,7 @@ async def test_outcomes_move_counters_and_finish_the_task(store: SqliteStore) ->
 
 
 @pytest.mark.anyio
-async def test_a_row_taken_back_by_a_restart_is_not_overwritten(store: SqliteStore) -> None:
+async def test_a_row_taken_back_by_a_restart_is_not_overwritten(store: Store) -> None:
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds])
     claimed = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
@@ -183,7 +174,7 @@ async def test_a_row_taken_back_by_a_restart_is_not_overwritten(store: SqliteSto
 
 
 @pytest.mark.anyio
-async def test_counters_equal_a_recount_under_concurrent_updates(store: SqliteStore) -> None:
+async def test_counters_equal_a_recount_under_concurrent_updates(store: Store) -> None:
     datasets = [await add_dataset(store, f"d{i}", 40) for i in range(3)]
     runs = [await add_run(store, datasets, ("m1", "m2"), run_id=f"run_{i}") for i in range(3)]
     rng = random.Random(7)
@@ -218,7 +209,7 @@ async def test_counters_equal_a_recount_under_concurrent_updates(store: SqliteSt
 
 
 @pytest.mark.anyio
-async def test_cancel_cancels_waiting_work_and_scoring_ends_the_run(store: SqliteStore) -> None:
+async def test_cancel_cancels_waiting_work_and_scoring_ends_the_run(store: Store) -> None:
     ds = await add_dataset(store, records=4)
     run = await add_run(store, [ds])
     running = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
@@ -254,7 +245,7 @@ async def test_cancel_cancels_waiting_work_and_scoring_ends_the_run(store: Sqlit
 
 
 @pytest.mark.anyio
-async def test_retry_failed_requeues_permanent_failures_by_category(store: SqliteStore) -> None:
+async def test_retry_failed_requeues_permanent_failures_by_category(store: Store) -> None:
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
     items = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
@@ -288,7 +279,7 @@ async def test_retry_failed_requeues_permanent_failures_by_category(store: Sqlit
 
 
 @pytest.mark.anyio
-async def test_event_seqs_are_monotonic_and_old_ones_are_pruned(store: SqliteStore) -> None:
+async def test_event_seqs_are_monotonic_and_old_ones_are_pruned(store: Store) -> None:
     ds = await add_dataset(store, records=1)
     run = await add_run(store, [ds])
     for i in range(15):

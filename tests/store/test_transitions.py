@@ -4,32 +4,24 @@ a model removed from the config (``fail_model_work``) and a task's end (the stor
 per-sample scores and ``correct`` flag)."""
 
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from evald_server.domain import ErrorReason, EvalError, RunState, SubtaskState, TaskState
-from evald_server.store import (
+from evald_server.domain import (
     Counters,
+    ErrorReason,
+    EvalError,
     EventKind,
     OutcomeKind,
-    SampleScoreRow,
-    SqliteStore,
-    TaskFinish,
-    derive_run_state,
+    RunState,
+    SubtaskState,
+    TaskState,
 )
+from evald_server.store import SampleScoreRow, Store, TaskFinish
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "evald.sqlite3", events_retained_per_run=100)
-    yield opened
-    await opened.close()
 
 
 def _finish(
@@ -47,7 +39,7 @@ def _finish(
 
 
 async def test_the_first_cancel_logs_one_state_event_and_a_second_logs_none(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
@@ -72,7 +64,7 @@ async def test_the_first_cancel_logs_one_state_event_and_a_second_logs_none(
     await assert_counters_match_recount(store, run.run_id)
 
 
-async def test_cancel_does_not_touch_a_finished_or_scoring_only_run(store: SqliteStore) -> None:
+async def test_cancel_does_not_touch_a_finished_or_scoring_only_run(store: Store) -> None:
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds])
     items = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
@@ -99,7 +91,7 @@ async def test_cancel_does_not_touch_a_finished_or_scoring_only_run(store: Sqlit
     assert (final.state, final.cancel_requested) == (RunState.SUCCEEDED, False)
 
 
-async def test_requeue_running_returns_what_it_gave_back(store: SqliteStore) -> None:
+async def test_requeue_running_returns_what_it_gave_back(store: Store) -> None:
     assert await store.requeue_running(owner=None, now=time.time()) == 0
     ds = await add_dataset(store, records=5)
     run = await add_run(store, [ds])
@@ -115,7 +107,7 @@ async def test_requeue_running_returns_what_it_gave_back(store: SqliteStore) -> 
     await assert_counters_match_recount(store, run.run_id)
 
 
-async def test_fail_model_work_fails_that_models_unfinished_subtasks(store: SqliteStore) -> None:
+async def test_fail_model_work_fails_that_models_unfinished_subtasks(store: Store) -> None:
     ds = await add_dataset(store, records=4)
     run = await add_run(store, [ds], models=("m1", "gone"))
     kept = (await store.claim_ready(run.run_id, "gone", 2, time.time())).subtasks
@@ -146,7 +138,7 @@ async def test_fail_model_work_fails_that_models_unfinished_subtasks(store: Sqli
     await assert_counters_match_recount(store, run.run_id)
 
 
-async def test_finish_task_stores_scores_and_the_correct_flag(store: SqliteStore) -> None:
+async def test_finish_task_stores_scores_and_the_correct_flag(store: Store) -> None:
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
     items = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
@@ -177,7 +169,7 @@ async def test_finish_task_stores_scores_and_the_correct_flag(store: SqliteStore
 _ERROR = EvalError.of(ErrorReason.PROVIDER_HTTP_5XX, "502 from provider")
 
 
-async def _partial_run(store: SqliteStore, models: tuple[str, ...]) -> list[str]:
+async def _partial_run(store: Store, models: tuple[str, ...]) -> list[str]:
     """A finished run with one permanent failure per task; returns the task ids."""
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds], models=models)
@@ -197,7 +189,7 @@ async def _partial_run(store: SqliteStore, models: tuple[str, ...]) -> list[str]
     return task_ids
 
 
-async def test_retry_failed_with_nothing_matching_changes_nothing(store: SqliteStore) -> None:
+async def test_retry_failed_with_nothing_matching_changes_nothing(store: Store) -> None:
     (task_id,) = await _partial_run(store, ("m1",))
     before = await store.get_run("run_1")
     assert before is not None
@@ -214,7 +206,7 @@ async def test_retry_failed_with_nothing_matching_changes_nothing(store: SqliteS
     assert await store.read_results("run_1") == [(task_id, {"status": "partial"})]
 
 
-async def test_retry_failed_of_some_tasks_reopens_only_those(store: SqliteStore) -> None:
+async def test_retry_failed_of_some_tasks_reopens_only_those(store: Store) -> None:
     first, second = await _partial_run(store, ("m1", "m2"))
     report = await store.retry_failed("run_1", (second,), (), time.time())
     assert (report.changed, report.models) == (1, ("m2",))
@@ -234,22 +226,3 @@ async def test_retry_failed_of_some_tasks_reopens_only_those(store: SqliteStore)
     assert (await store.claim_ready("run_1", "m1", 9, time.time())).subtasks == ()
     assert len((await store.claim_ready("run_1", "m2", 9, time.time())).subtasks) == 1
     await assert_counters_match_recount(store, "run_1")
-
-
-@pytest.mark.parametrize(
-    ("states", "cancel_requested", "expected"),
-    [
-        ((TaskState.SUCCEEDED, TaskState.SUCCEEDED), False, RunState.SUCCEEDED),
-        ((TaskState.SUCCEEDED, TaskState.PARTIAL), False, RunState.PARTIAL),
-        ((TaskState.SUCCEEDED, TaskState.FAILED), False, RunState.PARTIAL),
-        ((TaskState.FAILED, TaskState.FAILED), False, RunState.FAILED),
-        ((TaskState.CANCELLED, TaskState.CANCELLED), False, RunState.CANCELLED),
-        ((TaskState.CANCELLED, TaskState.FAILED), False, RunState.PARTIAL),
-        ((TaskState.SUCCEEDED,), True, RunState.CANCELLED),
-        ((TaskState.PARTIAL, TaskState.FAILED), True, RunState.CANCELLED),
-    ],
-)
-def test_a_finished_runs_state_follows_its_tasks(
-    states: tuple[TaskState, ...], cancel_requested: bool, expected: RunState
-) -> None:
-    assert derive_run_state(states, cancel_requested=cancel_requested) is expected

@@ -9,13 +9,13 @@ import logging
 import sys
 from pathlib import Path
 
-from evald_server.api._server import main_serve
+from evald_server.api._server import READY_PREFIX, main_serve
 from evald_server.config import ConfigError
 from evald_server.store import StoreError, StoreLost
 
 
 def announce(address: str) -> None:
-    print(f"evald listening on {address}", flush=True)
+    print(f"{READY_PREFIX}{address}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

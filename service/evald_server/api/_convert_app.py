@@ -36,11 +36,20 @@ from evald_server.app import (
     RunProgress,
     RunSpec,
     Sample,
+    TaskEvaluation,
     TaskProgress,
 )
-from evald_server.domain import ErrorReason, FieldViolation, FinishReason, InvalidArgument, TaskType
+from evald_server.domain import (
+    Counters,
+    ErrorReason,
+    FieldViolation,
+    FinishReason,
+    InvalidArgument,
+    RunStateChanged,
+    SampleFailure,
+    TaskType,
+)
 from evald_server.engine import generation_params
-from evald_server.store import Counters, EventKind
 
 # -- requests → domain ---------------------------------------------------------------
 
@@ -111,9 +120,7 @@ def spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
     try:
         return _spec_from_proto(spec)
     except InvalidArgument as error:
-        error.field_violations = tuple(
-            FieldViolation(_spec_path(v.field), v.description) for v in error.field_violations
-        )
+        error.with_field_paths(_spec_path)
         raise
 
 
@@ -284,40 +291,40 @@ def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_p
     message = event_pb2.RunEvent(
         seq=event.seq, event_time=timestamp(event.time), run_id=event.run_id
     )
-    if event.kind is EventKind.RUN_STATE and event.run_state is not None:
-        changed = message.state_changed
-        changed.state = to_proto_enum(event.run_state)
-        if event.previous_state is not None:
-            changed.previous = to_proto_enum(event.previous_state)
-        changed.cancel_requested = event.cancel_requested
-    elif event.kind is EventKind.PROGRESS and event.progress is not None:
-        snapshot = message.progress
-        snapshot.progress.CopyFrom(progress_to_proto(event.progress))
-        snapshot.throughput_known = event.progress.throughput_known
-        snapshot.throughput_per_s = (
-            event.progress.throughput_per_s if event.progress.throughput_known else 0.0
-        )
-        if event.progress.eta_s is not None:
-            snapshot.eta.CopyFrom(duration(event.progress.eta_s))
-        snapshot.completed_since_last = completed_since_last
-        snapshot.models.extend(_activity(m) for m in event.progress.models)
-    elif event.kind is EventKind.TASK_SCORED and event.evaluation is not None:
-        message.task_scored.result.CopyFrom(evaluation_to_proto(event.evaluation))
-    elif event.kind is EventKind.SAMPLE_FAILED and event.sample_failure is not None:
-        failure = event.sample_failure
-        message.sample_failed.CopyFrom(
-            event_pb2.SampleFailed(
-                task_id=failure.task_id,
-                subtask_id=failure.subtask_id,
-                record_id=failure.record_id,
-                repeat_index=failure.repeat_index,
-                error=eval_error_to_proto(failure.error),
-                attempts=failure.attempts,
-                model_id=failure.model_id,
+    match event.body:
+        case RunStateChanged() as change:
+            changed = message.state_changed
+            changed.state = to_proto_enum(change.state)
+            if change.previous is not None:
+                changed.previous = to_proto_enum(change.previous)
+            changed.cancel_requested = change.cancel_requested
+        case RunProgress() as progress:
+            snapshot = message.progress
+            snapshot.progress.CopyFrom(progress_to_proto(progress))
+            snapshot.throughput_known = progress.throughput_known
+            snapshot.throughput_per_s = (
+                progress.throughput_per_s if progress.throughput_known else 0.0
             )
-        )
-    else:
-        message.heartbeat.current_seq = event.seq
+            if progress.eta_s is not None:
+                snapshot.eta.CopyFrom(duration(progress.eta_s))
+            snapshot.completed_since_last = completed_since_last
+            snapshot.models.extend(_activity(m) for m in progress.models)
+        case TaskEvaluation() as evaluation:
+            message.task_scored.result.CopyFrom(evaluation_to_proto(evaluation))
+        case SampleFailure() as failure:
+            message.sample_failed.CopyFrom(
+                event_pb2.SampleFailed(
+                    task_id=failure.task_id,
+                    subtask_id=failure.subtask_id,
+                    record_id=failure.record_id,
+                    repeat_index=failure.repeat_index,
+                    error=eval_error_to_proto(failure.error),
+                    attempts=failure.attempts,
+                    model_id=failure.model_id,
+                )
+            )
+        case None:
+            message.heartbeat.current_seq = event.seq
     return message
 
 

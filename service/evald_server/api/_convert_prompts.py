@@ -11,6 +11,7 @@ from evald_server.domain import (
     FieldViolation,
     InvalidArgument,
     ShotFormat,
+    field_error,
 )
 from evald_server.engine import DatasetOptions, generation_params
 
@@ -24,11 +25,11 @@ def prompt_from_proto(
         known = from_proto_enum(ShotFormat, message.shot_format)
         if known is None:
             where = f"{field}.shot_format"
-            raise InvalidArgument(
-                reason,
+            raise field_error(
+                where,
+                f"unknown value {message.shot_format}",
                 f"{where}: unknown value {message.shot_format}",
-                metadata={"field": where},
-                field_violations=(FieldViolation(where, f"unknown value {message.shot_format}"),),
+                reason=reason,
             )
         shot_format = known
     return PromptOptions(
@@ -62,11 +63,11 @@ def choice_scoring_from_proto(value: int, field: str) -> ChoiceScoring | None:
         return None
     scoring = from_proto_enum(ChoiceScoring, value)
     if scoring is None:
-        raise InvalidArgument(
-            ErrorReason.RUN_SPEC_INVALID,
+        raise field_error(
+            field,
+            f"unknown value {value}",
             f"invalid run spec: {field}: unknown value {value}",
-            metadata={"field": field},
-            field_violations=(FieldViolation(field, f"unknown value {value}"),),
+            reason=ErrorReason.RUN_SPEC_INVALID,
         )
     return scoring
 

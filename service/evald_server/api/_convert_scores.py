@@ -14,15 +14,16 @@ from evald.v1 import payloads_pb2, result_pb2
 from evald_server.scoring import (
     ClassificationPayload,
     GenerationPayload,
+    IntervalMethod,
     MetricInterval,
     MultipleChoicePayload,
     NerPayload,
+    Payload,
     QaPayload,
     ScoreReport,
     SummarizationPayload,
     WorstExample,
 )
-from evald_server.scoring._types import IntervalMethod, Payload
 
 M = TypeVar("M", bound=Message)
 

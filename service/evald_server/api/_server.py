@@ -43,6 +43,11 @@ from evald_server.store import StoreError, StoreLost
 
 log = logging.getLogger("evald.server")
 
+# The ready line's start (then HOST:PORT): what `python -m evald_server.api` prints first
+# and logs, and what a parent process reads the address from. `evald serve` prints the
+# same (evald_cli._serve.READY_PREFIX, kept equal by a test).
+READY_PREFIX = "evald listening on "
+
 STORE_CHECK_S = 1.0
 
 SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["EvaluationService"].full_name
@@ -165,7 +170,7 @@ async def _serve_until_signal(
             add_evaluation_service(servicer, server)
             await server.start()
             await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING)
-            log.info("evald listening on %s", address)
+            log.info("%s%s", READY_PREFIX, address)
             if on_ready is not None:
                 on_ready(address)
             hurried = False

@@ -36,8 +36,8 @@ from evald_server.domain import (
     RunState,
     SubtaskState,
     TaskType,
+    field_error,
 )
-from evald_server.store import EventKind
 
 # grpc.aio.ServicerContext; grpcio ships no type information, so it is Any to mypy.
 Context: TypeAlias = Any
@@ -56,11 +56,10 @@ async def _discard_rest(request_iterator: AsyncIterator[Any], limit_s: float = 2
 
 def _required(value: str, field: str) -> str:
     if not value:
-        raise InvalidArgument(
-            ErrorReason.INVALID_ARGUMENT,
+        raise field_error(
+            field,
+            "must be set",
             f"{field} is required",
-            metadata={"field": field},
-            field_violations=(FieldViolation(field, "must be set"),),
         )
     return value
 
@@ -70,27 +69,18 @@ def _enum_list(enum_type: Any, values: Any, field: str) -> list[Any]:
     for value in values:
         member = from_proto_enum(enum_type, value)
         if member is None:
-            raise InvalidArgument(
-                ErrorReason.INVALID_ARGUMENT,
+            raise field_error(
+                field,
+                f"unknown value {value}",
                 f"{field}: unknown or unspecified value {value}",
-                metadata={"field": field},
-                field_violations=(FieldViolation(field, f"unknown value {value}"),),
             )
         members.append(member)
     return members
 
 
-def _in_header(error: EvaldError) -> None:
+def _in_header(field: str) -> str:
     """The app names header fields bare (``name``); in the request they are ``header.name``."""
-
-    def path(field: str) -> str:
-        return field if field.split(".")[0] == "header" else f"header.{field}"
-
-    if "field" in error.metadata:
-        error.metadata["field"] = path(error.metadata["field"])
-    error.field_violations = tuple(
-        FieldViolation(path(v.field), v.description) for v in error.field_violations
-    )
+    return field if field.split(".")[0] == "header" else f"header.{field}"
 
 
 class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
@@ -148,11 +138,11 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
     ) -> service_pb2.UploadDatasetResponse:
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("content") != "header":
-            raise InvalidArgument(
-                ErrorReason.DATASET_HEADER_INVALID,
+            raise field_error(
+                "header",
+                "must come first",
                 "the first UploadDatasetRequest must carry the header",
-                metadata={"field": "header"},
-                field_violations=(FieldViolation("header", "must come first"),),
+                reason=ErrorReason.DATASET_HEADER_INVALID,
             )
         header = header_from_proto(first.header)
         expected = first.header.content_length if first.header.HasField("content_length") else None
@@ -161,11 +151,11 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
             received = 0
             async for message in request_iterator:
                 if message.WhichOneof("content") != "chunk":
-                    raise InvalidArgument(
-                        ErrorReason.DATASET_HEADER_INVALID,
+                    raise field_error(
+                        "header",
+                        "only in the first message",
                         "only the first UploadDatasetRequest may carry a header",
-                        metadata={"field": "header"},
-                        field_violations=(FieldViolation("header", "only in the first message"),),
+                        reason=ErrorReason.DATASET_HEADER_INVALID,
                     )
                 received += len(message.chunk)
                 yield message.chunk
@@ -182,7 +172,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
             dataset, created = await self.app.upload_dataset(tenant, header, chunks())
         except EvaldError as error:
             if error.reason is ErrorReason.DATASET_HEADER_INVALID:
-                _in_header(error)
+                error.with_field_paths(_in_header)
             raise
         return service_pb2.UploadDatasetResponse(dataset=dataset_to_proto(dataset), created=created)
 
@@ -284,7 +274,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
         last_terminal: int | None = None
         while (event := await self._next_event(events)) is not None:
             completed = 0
-            if event.kind is EventKind.PROGRESS and event.progress is not None:
+            if event.progress is not None:
                 terminal = event.progress.counters.terminal
                 completed = terminal - last_terminal if last_terminal is not None else 0
                 last_terminal = terminal

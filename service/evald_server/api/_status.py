@@ -12,8 +12,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from evald_server.domain import ErrorReason, EvaldError, FieldViolation
-from evald_server.domain._error_table import mapping_for
+from evald_server.domain import ErrorReason, EvaldError, FieldViolation, mapping_for
 
 ERROR_DOMAIN = "evald"
 

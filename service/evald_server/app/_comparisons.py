@@ -26,10 +26,9 @@ from evald_server.comparison import (
 from evald_server.domain import (
     ErrorReason,
     FailedPrecondition,
-    FieldViolation,
-    InvalidArgument,
     NotFound,
     SubtaskState,
+    field_error,
 )
 from evald_server.engine import RunSpec
 from evald_server.scoring import ScoringSample
@@ -44,11 +43,10 @@ def _bounded(value: int, default: int, maximum: int, field: str) -> int:
     if value == 0:
         return default
     if not 1 <= value <= maximum:
-        raise InvalidArgument(
-            ErrorReason.INVALID_ARGUMENT,
+        raise field_error(
+            field,
+            f"must be between 1 and {maximum}",
             f"{field} must be between 1 and {maximum} (0 for {default}), got {value}",
-            metadata={"field": field},
-            field_violations=(FieldViolation(field, f"must be between 1 and {maximum}"),),
         )
     return value
 
@@ -69,11 +67,10 @@ class ComparisonService:
 
     async def _finished(self, tenant: str, run_id: str, field: str) -> RunRow:
         if not run_id:
-            raise InvalidArgument(
-                ErrorReason.INVALID_ARGUMENT,
+            raise field_error(
+                field,
+                "must be set",
                 f"{field} is required",
-                metadata={"field": field},
-                field_violations=(FieldViolation(field, "must be set"),),
             )
         run = await self._store.get_run(run_id)
         if run is None or run.tenant != tenant:

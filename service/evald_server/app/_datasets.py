@@ -27,6 +27,7 @@ from evald_server.domain import (
     FieldViolation,
     InvalidArgument,
     NotFound,
+    ResourceExhausted,
     TaskType,
 )
 from evald_server.engine import DatasetRef, ShotSourceProblem, shot_source
@@ -224,7 +225,7 @@ async def _collect(chunks: AsyncIterable[bytes] | Iterable[bytes]) -> list[bytes
         nonlocal total
         total += len(chunk)
         if total > MAX_UPLOAD_BYTES:
-            raise DatasetInvalid(
+            raise ResourceExhausted(
                 ErrorReason.DATASET_TOO_LARGE,
                 f"the upload exceeds {MAX_UPLOAD_BYTES} bytes",
                 metadata={"limit": "max_upload_bytes", "limitValue": MAX_UPLOAD_BYTES},

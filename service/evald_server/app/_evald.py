@@ -34,7 +34,7 @@ from evald_server.engine import (
 )
 from evald_server.providers import Provider, build_provider
 from evald_server.scoring import ScoringPool
-from evald_server.store import SqliteStore, StateCounts, Store, StoreError
+from evald_server.store import StateCounts, Store, open_store
 
 _log = logging.getLogger(__name__)
 
@@ -273,11 +273,6 @@ class Evald:
 
 
 async def _open_store(config: ServerConfig) -> Store:
-    url = config.store.url
-    if url.startswith("sqlite:///"):
-        return await SqliteStore.from_url(
-            url, events_retained_per_run=config.limits.events_retained_per_run
-        )
-    raise StoreError(
-        f"store.url: {url.split(':', 1)[0]} is not supported by this build (sqlite only)"
+    return await open_store(
+        config.store.url, events_retained_per_run=config.limits.events_retained_per_run
     )

@@ -30,6 +30,7 @@ from evald_server.domain import (
     RunState,
     SubtaskState,
     TaskType,
+    field_error,
 )
 from evald_server.engine import (
     DatasetRef,
@@ -39,10 +40,10 @@ from evald_server.engine import (
     RunSpec,
     ShotSourceProblem,
     TaskEvaluation,
+    effective_options,
     shot_source,
     task_prompt,
 )
-from evald_server.engine._prompting import effective_options
 from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
 
 _RETRYABLE = (SubtaskState.FAILED_PERMANENT, SubtaskState.CANCELLED)
@@ -80,11 +81,10 @@ class RunService:
         request_hash = spec.body_hash()
         if request_id is not None:
             if not 0 < len(request_id) <= 128:
-                raise InvalidArgument(
-                    ErrorReason.INVALID_ARGUMENT,
+                raise field_error(
+                    "request_id",
+                    "must be 1-128 characters",
                     f"request_id must be 1-128 characters, got {len(request_id)}",
-                    metadata={"field": "request_id"},
-                    field_violations=(FieldViolation("request_id", "must be 1-128 characters"),),
                 )
             existing = await self._store.find_run_by_request(tenant, request_id)
             if existing is not None:
@@ -216,11 +216,11 @@ class RunService:
                 f"log-probability scoring needs a multiple_choice dataset; "
                 f"{row.name} {row.benchmark_version} is {row.task_type.value}"
             )
-            raise InvalidArgument(
-                ErrorReason.RUN_SPEC_INVALID,
+            raise field_error(
+                field,
+                message,
                 f"invalid run spec: {field}: {message}",
-                metadata={"field": field},
-                field_violations=(FieldViolation(field, message),),
+                reason=ErrorReason.RUN_SPEC_INVALID,
             )
 
     async def get(self, tenant: str, run_id: str) -> Run:
@@ -274,12 +274,11 @@ class RunService:
         wanted = tuple(dict.fromkeys(states)) or (SubtaskState.FAILED_PERMANENT,)
         not_retryable = [s for s in wanted if s not in _RETRYABLE]
         if not_retryable:
-            raise InvalidArgument(
-                ErrorReason.INVALID_ARGUMENT,
+            raise field_error(
+                "states",
+                "only failed_permanent and cancelled",
                 f"states: {', '.join(s.value for s in not_retryable)} cannot be retried "
                 "(only failed_permanent and cancelled)",
-                metadata={"field": "states"},
-                field_violations=(FieldViolation("states", "only failed_permanent and cancelled"),),
             )
         if not run.state.is_terminal:
             raise FailedPrecondition(
@@ -297,11 +296,11 @@ class RunService:
         known = {t.task_id for t in await self._store.get_tasks(run_id)}
         unknown = [t for t in task_ids if t not in known]
         if unknown:
-            raise InvalidArgument(
-                ErrorReason.INVALID_ARGUMENT,
+            raise field_error(
+                "task_ids",
+                "not tasks of this run",
                 f"task_ids not in run {run_id}: {', '.join(unknown)}",
-                metadata={"runId": run_id, "field": "task_ids"},
-                field_violations=(FieldViolation("task_ids", "not tasks of this run"),),
+                metadata={"runId": run_id},
             )
         report = await self._engine.retry_run(
             run_id,
@@ -358,11 +357,11 @@ class RunService:
         run = await self._owned(tenant, run_id)
         tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
         if task_id and task_id not in tasks:
-            raise InvalidArgument(
-                ErrorReason.INVALID_ARGUMENT,
+            raise field_error(
+                "task_id",
+                "not a task of this run",
                 f"task {task_id!r} is not a task of run {run_id}",
-                metadata={"runId": run_id, "field": "task_id"},
-                field_violations=(FieldViolation("task_id", "not a task of this run"),),
+                metadata={"runId": run_id},
             )
         filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
         cursor = integer(decode_token(token, "samples", tenant, filters))

@@ -32,8 +32,7 @@ from typing import Any
 
 from evald_server.datasets._prompts import render_prompt, template_sha256
 from evald_server.datasets._references import shot_answer
-from evald_server.domain import ShotFormat, TaskType
-from evald_server.providers._base import ChatMessage
+from evald_server.domain import ChatMessage, ShotFormat, TaskType
 
 MAX_SHOTS = 32
 MAX_SYSTEM_MESSAGE_CHARS = 100_000

@@ -1,7 +1,8 @@
 """JSONL upload → validated records, all or nothing.
 
-The first bad line fails the whole upload with ``DatasetInvalid``, whose message and
-metadata name the line and the field; nothing is returned half-way. The content hash
+The first bad line fails the whole upload with ``DatasetInvalid`` (a size limit with
+``ResourceExhausted``), whose message and metadata name the line and the field;
+nothing is returned half-way. The content hash
 is taken over the canonical JSON of the validated records (sorted keys, no
 whitespace), so re-serialising the same records does not make a "different" version.
 """
@@ -16,7 +17,14 @@ from pydantic import ValidationError
 
 from evald_server.datasets import _strict_json
 from evald_server.datasets._records import RECORD_MODELS
-from evald_server.domain import DatasetInvalid, ErrorReason, FieldViolation, TaskType
+from evald_server.domain import (
+    DatasetInvalid,
+    ErrorReason,
+    EvaldError,
+    FieldViolation,
+    TaskType,
+    request_error,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +166,7 @@ def _decode(raw: bytes, line_number: int, decoder: _strict_json.StrictDecoder) -
     return document
 
 
-def _from_validation(exc: ValidationError, line_number: int) -> DatasetInvalid:
+def _from_validation(exc: ValidationError, line_number: int) -> EvaldError:
     error = exc.errors(include_url=False)[0]
     location = ".".join(str(part) for part in error["loc"] if not _is_type_tag(part))
     message = error["msg"].removeprefix("Value error, ")
@@ -188,13 +196,13 @@ _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "
 
 def _invalid(
     reason: ErrorReason, line: int, field: str | None, problem: str, **extra: object
-) -> DatasetInvalid:
+) -> EvaldError:
     where = f"line {line}" + (f", field {field!r}" if field else "")
     metadata: dict[str, object] = {"line": line, **extra}
     violations: tuple[FieldViolation, ...] = ()
     if field:
         metadata["field"] = field
         violations = (FieldViolation(field=f"records[line {line}].{field}", description=problem),)
-    return DatasetInvalid(
+    return request_error(
         reason, f"{where}: {problem}", metadata=metadata, field_violations=violations
     )

@@ -12,8 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evald_server.domain import DatasetInvalid, ErrorReason, FieldViolation, TaskType
-from evald_server.providers._base import ChatMessage
+from evald_server.domain import ChatMessage, DatasetInvalid, ErrorReason, FieldViolation, TaskType
 
 # A template is instructions around a record, not a corpus: few-shot prompts fit easily.
 MAX_TEMPLATE_CHARS = 65_536

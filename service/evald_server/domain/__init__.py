@@ -1,5 +1,6 @@
 """The vocabulary every layer of the server shares: enums, errors, records."""
 
+from evald_server.domain._codec import from_jsonable, to_jsonable
 from evald_server.domain._enums import (
     ChoiceScoring,
     ErrorCategory,
@@ -12,6 +13,7 @@ from evald_server.domain._enums import (
     TaskState,
     TaskType,
 )
+from evald_server.domain._error_table import mapping_for
 from evald_server.domain._errors import (
     AlreadyExists,
     DatasetInvalid,
@@ -24,28 +26,70 @@ from evald_server.domain._errors import (
     OutOfRange,
     ResourceExhausted,
     Unauthenticated,
+    field_error,
+    request_error,
 )
+from evald_server.domain._events import RunStateChanged, SampleFailure
+from evald_server.domain._lifecycle import (
+    OUTCOME_TARGET,
+    RESULT_STATUS,
+    SUBTASK_TRANSITIONS,
+    Counters,
+    EventKind,
+    OutcomeKind,
+    can_move,
+    derive_run_state,
+    effective_outcome,
+    inference_finished,
+    run_state_if_done,
+    spends_attempt,
+    task_outcome,
+    task_ready_for_scoring,
+)
+from evald_server.domain._messages import ChatMessage
 
 __all__ = [
+    "OUTCOME_TARGET",
+    "RESULT_STATUS",
+    "SUBTASK_TRANSITIONS",
     "AlreadyExists",
+    "ChatMessage",
     "ChoiceScoring",
+    "Counters",
     "DatasetInvalid",
     "ErrorCategory",
     "ErrorReason",
     "EvalError",
     "EvaldError",
+    "EventKind",
     "FailedPrecondition",
     "FieldViolation",
     "FinishReason",
     "InvalidArgument",
     "NotFound",
     "OutOfRange",
+    "OutcomeKind",
     "ResourceExhausted",
     "ResultStatus",
     "RunState",
+    "RunStateChanged",
+    "SampleFailure",
     "ShotFormat",
     "SubtaskState",
     "TaskState",
     "TaskType",
     "Unauthenticated",
+    "can_move",
+    "derive_run_state",
+    "effective_outcome",
+    "field_error",
+    "from_jsonable",
+    "inference_finished",
+    "mapping_for",
+    "request_error",
+    "run_state_if_done",
+    "spends_attempt",
+    "task_outcome",
+    "task_ready_for_scoring",
+    "to_jsonable",
 ]

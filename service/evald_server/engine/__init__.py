@@ -3,9 +3,7 @@ as each task finishes, and per-run event streams. Imports no grpc."""
 
 from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
-from evald_server.engine._events import EventHub
-from evald_server.engine._executor import TaskContext
-from evald_server.engine._lanes import LaneState
+from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._limits import (
     MODEL_LIMIT,
     RUN_LIMIT,
@@ -15,17 +13,19 @@ from evald_server.engine._limits import (
     LimitStats,
     check_limit,
 )
-from evald_server.engine._profile import build_profile, percentile
+from evald_server.engine._profile import percentile
 from evald_server.engine._progress import (
     ModelActivity,
-    RunEvent,
     RunProgress,
-    SampleFailure,
     TaskProgress,
 )
-from evald_server.engine._prompting import ShotSourceProblem, shot_source, task_prompt
+from evald_server.engine._prompting import (
+    ShotSourceProblem,
+    effective_options,
+    shot_source,
+    task_prompt,
+)
 from evald_server.engine._results import (
-    CONTRACT_VERSION,
     BenchmarkRef,
     ExecutionProfile,
     ModelIdentity,
@@ -34,10 +34,9 @@ from evald_server.engine._results import (
 )
 from evald_server.engine._retry_policy import RetryPolicy
 from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
-from evald_server.engine._watcher import ScoringPort, task_outcome
+from evald_server.engine._task_scoring import ScoringPort
 
 __all__ = [
-    "CONTRACT_VERSION",
     "MODEL_LIMIT",
     "RUN_LIMIT",
     "SERVER_LIMIT",
@@ -47,7 +46,6 @@ __all__ = [
     "Engine",
     "EventHub",
     "ExecutionProfile",
-    "LaneState",
     "Limit",
     "LimitStats",
     "Limiter",
@@ -58,17 +56,14 @@ __all__ = [
     "RunEvent",
     "RunProgress",
     "RunSpec",
-    "SampleFailure",
     "ScoringPort",
     "ShotSourceProblem",
-    "TaskContext",
     "TaskEvaluation",
     "TaskProgress",
-    "build_profile",
     "check_limit",
+    "effective_options",
     "generation_params",
     "percentile",
     "shot_source",
-    "task_outcome",
     "task_prompt",
 ]

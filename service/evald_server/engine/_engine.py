@@ -32,15 +32,15 @@ from evald_server.domain import (
 )
 from evald_server.engine._committer import Committer
 from evald_server.engine._dispatcher import Dispatcher
-from evald_server.engine._events import EventHub
+from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
-from evald_server.engine._progress import ModelActivity, RunEvent
+from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._spec import DatasetRef, RunSpec
-from evald_server.engine._watcher import ScoringPort, Watcher
+from evald_server.engine._task_scoring import ScoringPort, Watcher
 from evald_server.providers import Provider
 from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
 

@@ -18,16 +18,78 @@ never came is still delivered.
 
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import anyio
 
-from evald_server.domain import ErrorReason, InvalidArgument, NotFound, OutOfRange
-from evald_server.engine._progress import RunEvent
-from evald_server.store import EventRow, Store
+from evald_server.domain import (
+    ErrorReason,
+    EventKind,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    RunState,
+    RunStateChanged,
+    SampleFailure,
+    from_jsonable,
+)
+from evald_server.engine._progress import RunProgress
+from evald_server.engine._results import TaskEvaluation
+from evald_server.store import EventRow, Json, Store
 
 _PAGE = 256
+
+EventBody = RunStateChanged | RunProgress | TaskEvaluation | SampleFailure
+
+_DECODE: Mapping[EventKind, Callable[[Json], EventBody]] = {
+    EventKind.RUN_STATE: lambda payload: from_jsonable(RunStateChanged, payload),
+    EventKind.PROGRESS: RunProgress.from_json,
+    EventKind.TASK_SCORED: TaskEvaluation.from_json,
+    EventKind.SAMPLE_FAILED: lambda payload: from_jsonable(SampleFailure, payload),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One entry of a run's event log: its typed payload, or none for a heartbeat (not
+    stored), which carries only the seq of the last event sent."""
+
+    run_id: str
+    seq: int
+    time: float
+    kind: EventKind
+    body: EventBody | None = None
+
+    @property
+    def run_state(self) -> RunState | None:
+        return self.body.state if isinstance(self.body, RunStateChanged) else None
+
+    @property
+    def progress(self) -> RunProgress | None:
+        return self.body if isinstance(self.body, RunProgress) else None
+
+    @property
+    def evaluation(self) -> TaskEvaluation | None:
+        return self.body if isinstance(self.body, TaskEvaluation) else None
+
+    @property
+    def sample_failure(self) -> SampleFailure | None:
+        return self.body if isinstance(self.body, SampleFailure) else None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.run_state is not None and self.run_state.is_terminal
+
+    @classmethod
+    def from_row(cls, row: EventRow) -> "RunEvent":
+        decode = _DECODE.get(row.kind)  # heartbeats carry nothing (and are never stored)
+        body = None if decode is None else decode(row.payload)
+        return cls(run_id=row.run_id, seq=row.seq, time=row.time, kind=row.kind, body=body)
+
+    @classmethod
+    def heartbeat(cls, run_id: str, seq: int, time: float) -> "RunEvent":
+        return cls(run_id=run_id, seq=seq, time=time, kind=EventKind.HEARTBEAT)
 
 
 @dataclass(slots=True)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import ChatPrompt, simulator_reference
-from evald_server.domain import ErrorReason, EvalError, TaskType
+from evald_server.domain import ErrorReason, EvalError, OutcomeKind, TaskType
 from evald_server.engine._retry_policy import RetryPolicy
 from evald_server.providers import Provider, ProviderFailure, ProviderRequest, RetryKind
-from evald_server.store import ClaimedSubtask, OutcomeKind, SubtaskOutcome
+from evald_server.store import ClaimedSubtask, SubtaskOutcome
 
 _log = logging.getLogger(__name__)
 # Alternatives asked for with log-probability scoring: the most the OpenAI API returns.

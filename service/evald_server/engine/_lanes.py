@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import anyio
 
-from evald_server.domain import EvalError
+from evald_server.domain import EvalError, OutcomeKind
 from evald_server.engine._limits import RUN_LIMIT as RUN_LIMIT_NAME
 from evald_server.engine._limits import Limit, Limiter
-from evald_server.providers import Provider, SimulatedProvider
-from evald_server.store import ClaimedSubtask, OutcomeKind, SubtaskOutcome
+from evald_server.providers import Provider
+from evald_server.store import ClaimedSubtask, SubtaskOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +60,8 @@ class Lane:
     def __init__(self, model_id: str, provider: Provider, limit: Limit, workers: int) -> None:
         self.model_id = model_id
         self.provider = provider
-        # Only the simulator may see the record's answer; skip building it for others.
-        self.needs_reference = isinstance(provider, SimulatedProvider)
+        # Only a provider that answers from the record's gold data is sent it.
+        self.needs_reference = provider.wants_reference
         self.limit = limit
         self.workers = workers
         self.low_water = workers  # refill below this many buffered subtasks

@@ -8,12 +8,18 @@ told apart without a store write per call.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from evald_server.domain import EvalError, ResultStatus, RunState, TaskState, TaskType
-from evald_server.engine._results import TaskEvaluation
-from evald_server.store import Counters, EventKind, EventRow, RunRow, TaskRow
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    ResultStatus,
+    RunState,
+    TaskState,
+    TaskType,
+)
+from evald_server.store import RunRow, TaskRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,71 +214,3 @@ class RunProgress:
             throughput_known=bool(data.get("throughput_known", throughput > 0)),
             models=tuple(ModelActivity.from_json(m) for m in data.get("models", ())),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class SampleFailure:
-    """A subtask that failed for good (retries exhausted, or a permanent error)."""
-
-    subtask_id: str
-    task_id: str
-    model_id: str
-    record_id: str
-    record_idx: int
-    repeat_index: int
-    attempts: int
-    error: EvalError
-
-
-@dataclass(frozen=True, slots=True)
-class RunEvent:
-    """One entry of a run's event log; exactly one of the optional parts is set, except
-    for heartbeats (not stored), which carry only the seq of the last event sent."""
-
-    run_id: str
-    seq: int
-    time: float
-    kind: EventKind
-    run_state: RunState | None = None
-    previous_state: RunState | None = None
-    cancel_requested: bool = False
-    progress: RunProgress | None = None
-    evaluation: TaskEvaluation | None = None
-    sample_failure: SampleFailure | None = None
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.run_state is not None and self.run_state.is_terminal
-
-    @classmethod
-    def from_row(cls, row: EventRow) -> "RunEvent":
-        event = cls(run_id=row.run_id, seq=row.seq, time=row.time, kind=row.kind)
-        payload = row.payload
-        if row.kind is EventKind.RUN_STATE:
-            return replace(
-                event,
-                run_state=RunState(payload["state"]),
-                previous_state=RunState(payload["previous"]) if "previous" in payload else None,
-                cancel_requested=bool(payload.get("cancel_requested", False)),
-            )
-        if row.kind is EventKind.PROGRESS:
-            return replace(event, progress=RunProgress.from_json(payload))
-        if row.kind is EventKind.TASK_SCORED:
-            return replace(event, evaluation=TaskEvaluation.from_json(payload))
-        if row.kind is EventKind.SAMPLE_FAILED:
-            failure = SampleFailure(
-                subtask_id=payload["subtask_id"],
-                task_id=payload["task_id"],
-                model_id=payload["model_id"],
-                record_id=payload["record_id"],
-                record_idx=int(payload["record_idx"]),
-                repeat_index=int(payload["repeat_index"]),
-                attempts=int(payload["attempts"]),
-                error=EvalError.from_json(payload["error"]),
-            )
-            return replace(event, sample_failure=failure)
-        return event
-
-    @classmethod
-    def heartbeat(cls, run_id: str, seq: int, time: float) -> "RunEvent":
-        return cls(run_id=run_id, seq=seq, time=time, kind=EventKind.HEARTBEAT)

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
+from evald_server.domain import EventKind
 from evald_server.engine._progress import ModelActivity, RunProgress
-from evald_server.store import EventKind, EventRow, NewEvent, Store, TaskRow
+from evald_server.store import EventRow, NewEvent, Store, TaskRow
 
 ModelActivityFn = Callable[[str, Sequence[str]], Sequence[ModelActivity]]
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evald_server.config import GenerationParams
-from evald_server.domain import EvalError, ResultStatus, TaskType
-from evald_server.engine._codec import from_jsonable, to_jsonable
+from evald_server.domain import EvalError, ResultStatus, TaskType, from_jsonable, to_jsonable
 from evald_server.scoring import ScoreReport
 
 CONTRACT_VERSION = "1.1.0"

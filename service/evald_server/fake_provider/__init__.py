@@ -13,12 +13,11 @@ As its own process: ``python -m evald_server.fake_provider --port 0 --latency-ms
 """
 
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, FaultRate, Kind
-from evald_server.fake_provider._journal import Journal, JournalEntry
+from evald_server.fake_provider._journal import JournalEntry
 from evald_server.fake_provider._remote import FakeControl, FakeProcess
-from evald_server.fake_provider._server import AnswerFn, FakeChatRequest, FakeProvider
+from evald_server.fake_provider._server import FakeChatRequest, FakeProvider
 
 __all__ = [
-    "AnswerFn",
     "Behaviour",
     "FakeChatRequest",
     "FakeConfig",
@@ -26,7 +25,6 @@ __all__ = [
     "FakeProcess",
     "FakeProvider",
     "FaultRate",
-    "Journal",
     "JournalEntry",
     "Kind",
 ]

@@ -2,7 +2,5 @@
 served on an optional loopback port."""
 
 from evald_server.metrics._endpoint import metrics_endpoint
-from evald_server.metrics._outcomes import OutcomeMetrics
-from evald_server.metrics._state import StateCollector
 
-__all__ = ["OutcomeMetrics", "StateCollector", "metrics_endpoint"]
+__all__ = ["metrics_endpoint"]

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from evald_server.store import OutcomeKind, SubtaskOutcome
+from evald_server.domain import OutcomeKind
+from evald_server.store import SubtaskOutcome
 
 # Provider calls last from milliseconds (a local vLLM) to minutes (a long generation).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from evald_server.config import ModelConfig
 from evald_server.providers._base import (
-    ChatMessage,
     Completion,
     Provider,
     ProviderFailure,
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from evald_server.providers._openai import OpenAIProvider
 
 __all__ = [
-    "ChatMessage",
     "Completion",
     "OpenAIProvider",
     "Provider",

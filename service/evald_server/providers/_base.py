@@ -11,13 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from evald_server.config import GenerationParams
-from evald_server.domain import ErrorReason, EvalError
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    role: str  # "system" | "user" | "assistant"
-    content: str
+from evald_server.domain import ChatMessage, ErrorReason, EvalError
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +95,10 @@ class ProviderFailure(Exception):
 
 class Provider(Protocol):
     """A model provider; one instance per configured model, shared by every run."""
+
+    # Whether the provider is sent the record's gold data (``ProviderRequest.reference``):
+    # only a simulator answers from it; for every other provider it is not even built.
+    wants_reference: bool
 
     async def complete(self, request: ProviderRequest) -> Completion:
         """Run one call; raise ``ProviderFailure`` on any failure."""

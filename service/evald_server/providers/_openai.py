@@ -81,6 +81,8 @@ class OpenAIProvider:
     connection, so the server sees the request aborted at once.
     """
 
+    wants_reference = False
+
     def __init__(self, model: ModelConfig, *, pool_size: int) -> None:
         if model.base_url is None:  # ModelConfig already enforces this for "openai"
             raise ConfigError(f"models[{model.id}].base_url: required for provider 'openai'")

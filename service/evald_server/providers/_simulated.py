@@ -49,6 +49,8 @@ _TWO_64 = float(1 << 64)
 class SimulatedProvider:
     """Answers from the reference with a configured accuracy (see the module docstring)."""
 
+    wants_reference = True
+
     def __init__(self, model: ModelConfig) -> None:
         self._model_id = model.id
         self._settings = model.simulator

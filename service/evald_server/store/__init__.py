@@ -1,22 +1,19 @@
 """Persistence: the ``Store`` port and its embedded SQLite implementation."""
 
 from evald_server.store._errors import LiveRunLimitReached, StoreError
+from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
-    COUNTER_COLUMNS,
     Claim,
     ClaimedSubtask,
     CompletionReport,
-    Counters,
     DatasetRow,
-    EventKind,
     EventRow,
     FinishReport,
     Json,
     NewEvent,
     NewRun,
     NewTask,
-    OutcomeKind,
     ProfileInputs,
     RecordRow,
     RetryScheduled,
@@ -31,21 +28,17 @@ from evald_server.store._records import (
     TransitionReport,
     subtask_public_id,
 )
-from evald_server.store._schema import LATEST_VERSION, MIGRATIONS, migrate, schema_version
-from evald_server.store._sql_transitions import derive_run_state
-from evald_server.store._sqlite import SqliteStore, now
+from evald_server.store._schema import LATEST_VERSION, schema_version
+from evald_server.store._sqlite import SqliteStore
 from evald_server.store._store_file import StoreLocked, StoreLost
 
 __all__ = [
-    "COUNTER_COLUMNS",
     "LATEST_VERSION",
-    "MIGRATIONS",
+    "STORE_OPENERS",
     "Claim",
     "ClaimedSubtask",
     "CompletionReport",
-    "Counters",
     "DatasetRow",
-    "EventKind",
     "EventRow",
     "FinishReport",
     "Json",
@@ -53,7 +46,6 @@ __all__ = [
     "NewEvent",
     "NewRun",
     "NewTask",
-    "OutcomeKind",
     "ProfileInputs",
     "RecordRow",
     "RetryScheduled",
@@ -71,9 +63,7 @@ __all__ = [
     "TaskOutput",
     "TaskRow",
     "TransitionReport",
-    "derive_run_state",
-    "migrate",
-    "now",
+    "open_store",
     "schema_version",
     "subtask_public_id",
 ]

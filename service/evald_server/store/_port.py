@@ -17,11 +17,10 @@ PostgreSQL backend serving several replicas can implement them without engine ch
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
+from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskType
 from evald_server.store._records import (
     Claim,
     CompletionReport,
-    Counters,
     DatasetRow,
     EventRow,
     FinishReport,

@@ -82,7 +82,7 @@ def claim_ready(
             conn.execute(
                 "UPDATE runs SET state = 'running', started_at = ? WHERE run_id = ?", (now, run_id)
             )
-            event = state_event(run_id, RunState.RUNNING, now, RunState.PENDING)
+            event = state_event(RunState.RUNNING, now, RunState.PENDING)
             events = append_events(conn, run_id, [event], retain)
         picked = sorted(retries + pending)
         records = _records(conn, run_id, picked)

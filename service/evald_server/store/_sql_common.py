@@ -10,17 +10,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskState, TaskType
-from evald_server.store._records import (
-    COUNTER_COLUMNS,
+from evald_server.domain import (
     Counters,
+    EvalError,
     EventKind,
-    EventRow,
-    Json,
-    NewEvent,
-    RunRow,
-    TaskRow,
+    RunState,
+    RunStateChanged,
+    SubtaskState,
+    TaskState,
+    TaskType,
+    can_move,
+    to_jsonable,
 )
+from evald_server.store._records import COUNTER_COLUMNS, EventRow, Json, NewEvent, RunRow, TaskRow
 
 
 @contextmanager
@@ -139,6 +141,8 @@ class CounterDeltas:
     ) -> None:
         if source is target or n == 0:
             return
+        if not can_move(source, target):  # a bug in the store, never a client's doing
+            raise ValueError(f"a subtask cannot move from {source} to {target}")
         for bucket in (self.tasks[task_id], self.runs[run_id]):
             bucket[source.value] -= n
             bucket[target.value] += n
@@ -185,15 +189,15 @@ def append_events(
 
 
 def state_event(
-    run_id: str, state: RunState, now: float, previous: RunState | None = None, **extra: Any
+    state: RunState,
+    now: float,
+    previous: RunState | None = None,
+    *,
+    cancel_requested: bool = False,
+    retried: int = 0,
 ) -> NewEvent:
-    if previous is not None:
-        extra["previous"] = previous.value
-    return NewEvent(
-        kind=EventKind.RUN_STATE,
-        payload={"run_id": run_id, "state": state.value, **extra},
-        time=now,
-    )
+    body = RunStateChanged(state, previous, cancel_requested, retried)
+    return NewEvent(kind=EventKind.RUN_STATE, payload=to_jsonable(body), time=now)
 
 
 def group_by_run(events: Iterable[tuple[str, NewEvent]]) -> Mapping[str, list[NewEvent]]:

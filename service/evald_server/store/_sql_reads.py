@@ -5,11 +5,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from evald_server.domain import SubtaskState
+from evald_server.domain import Counters, EventKind, SubtaskState
 from evald_server.store._records import (
     COUNTER_COLUMNS,
-    Counters,
-    EventKind,
     EventRow,
     Json,
     ProfileInputs,

@@ -3,9 +3,18 @@
 import sqlite3
 from collections.abc import Sequence
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskState
-from evald_server.store._records import (
+from evald_server.domain import (
+    Counters,
+    EvalError,
     EventKind,
+    RunState,
+    SubtaskState,
+    TaskState,
+    inference_finished,
+    run_state_if_done,
+)
+from evald_server.store._records import (
+    COUNTER_COLUMNS,
     FinishReport,
     NewEvent,
     TaskFinish,
@@ -19,7 +28,7 @@ from evald_server.store._sql_common import (
     state_event,
     transaction,
 )
-from evald_server.store._sql_dispatch import finish_ready_tasks
+from evald_server.store._sql_outcomes import finish_ready_tasks
 
 _S = SubtaskState
 
@@ -32,10 +41,11 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
     """
     with transaction(conn):
         row = conn.execute(
-            "SELECT state, cancel_requested, pending + running + failed FROM runs WHERE run_id = ?",
+            f"SELECT state, cancel_requested, {', '.join(COUNTER_COLUMNS)} FROM runs "
+            "WHERE run_id = ?",
             (run_id,),
         ).fetchone()
-        if row is None or RunState(row[0]).is_terminal or row[2] == 0:
+        if row is None or RunState(row[0]).is_terminal or inference_finished(Counters(*row[2:])):
             return TransitionReport(changed=0, finished_tasks=(), events=())
         already = bool(row[1])  # a restart finishing a cancel: cancel what was requeued
         groups = []
@@ -64,11 +74,7 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
             events = append_events(
                 conn,
                 run_id,
-                [
-                    state_event(
-                        run_id, RunState(row[0]), now, RunState(row[0]), cancel_requested=True
-                    )
-                ],
+                [state_event(RunState(row[0]), now, RunState(row[0]), cancel_requested=True)],
                 retain,
             )
     return TransitionReport(
@@ -134,7 +140,7 @@ def retry_failed(
             "cancel_requested = 0 WHERE run_id = ?",
             (run_id,),
         )
-        event = state_event(run_id, RunState.RUNNING, now, previous, retried=len(rows))
+        event = state_event(RunState.RUNNING, now, previous, retried=len(rows))
         events = append_events(conn, run_id, [event], retain)
     return TransitionReport(
         changed=len(rows),
@@ -232,7 +238,7 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
                 "UPDATE runs SET state = ?, finished_at = ? WHERE run_id = ?",
                 (run_state.value, finish.time, run_id),
             )
-            new_events.append(state_event(run_id, run_state, finish.time, previous))
+            new_events.append(state_event(run_state, finish.time, previous))
         events = append_events(conn, run_id, new_events, retain)
         if run_state is not None:
             conn.execute(
@@ -245,22 +251,7 @@ def _run_state_if_done(conn: sqlite3.Connection, run_id: str) -> RunState | None
     states = [
         TaskState(r[0]) for r in conn.execute("SELECT state FROM tasks WHERE run_id = ?", (run_id,))
     ]
-    if not all(s.is_terminal for s in states):
-        return None
     cancel = conn.execute(
         "SELECT cancel_requested FROM runs WHERE run_id = ?", (run_id,)
     ).fetchone()[0]
-    return derive_run_state(states, cancel_requested=bool(cancel))
-
-
-def derive_run_state(states: Sequence[TaskState], *, cancel_requested: bool) -> RunState:
-    """A finished run's state from its tasks' states."""
-    if cancel_requested:
-        return RunState.CANCELLED
-    if all(s is TaskState.SUCCEEDED for s in states):
-        return RunState.SUCCEEDED
-    if all(s is TaskState.FAILED for s in states):
-        return RunState.FAILED
-    if all(s is TaskState.CANCELLED for s in states):
-        return RunState.CANCELLED
-    return RunState.PARTIAL
+    return run_state_if_done(states, cancel_requested=bool(cancel))

@@ -23,10 +23,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
+from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskType
 from evald_server.store import _sql_claim as claim
 from evald_server.store import _sql_datasets as ds
-from evald_server.store import _sql_dispatch as dispatch
+from evald_server.store import _sql_outcomes as outcomes_sql
 from evald_server.store import _sql_reads as reads
 from evald_server.store import _sql_transitions as transitions
 from evald_server.store._db_thread import DbThread
@@ -34,7 +34,6 @@ from evald_server.store._errors import StoreError
 from evald_server.store._records import (
     Claim,
     CompletionReport,
-    Counters,
     DatasetRow,
     EventRow,
     FinishReport,
@@ -207,7 +206,7 @@ class SqliteStore:
     async def create_run(
         self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
     ) -> tuple[RunRow, bool]:
-        return await self._write(dispatch.create_run, run, tasks, self._retain, max_live_runs)
+        return await self._write(outcomes_sql.create_run, run, tasks, self._retain, max_live_runs)
 
     async def get_run(self, run_id: str) -> RunRow | None:
         return await self._read(reads.get_run, run_id)
@@ -241,7 +240,7 @@ class SqliteStore:
         )
 
     async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
-        return await self._write(dispatch.complete, outcomes, self.owner, now, self._retain)
+        return await self._write(outcomes_sql.complete, outcomes, self.owner, now, self._retain)
 
     async def requeue_running(self, *, owner: str | None, now: float) -> int:
         return await self._write(transitions.requeue_running, owner, now)

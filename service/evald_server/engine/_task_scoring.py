@@ -21,12 +21,13 @@ import anyio.abc
 
 import evald_server
 from evald_server.domain import (
+    RESULT_STATUS,
     ErrorReason,
     EvalError,
-    ResultStatus,
     RunState,
     TaskState,
     TaskType,
+    task_outcome,
 )
 from evald_server.engine._profile import build_profile
 from evald_server.engine._prompting import task_prompt
@@ -46,23 +47,10 @@ from evald_server.scoring import (
     ScoringFailure,
     scorer_dependencies,
 )
-from evald_server.store import (
-    Counters,
-    EventRow,
-    SampleScoreRow,
-    Store,
-    TaskFinish,
-)
+from evald_server.store import EventRow, SampleScoreRow, Store, TaskFinish
 
 _log = logging.getLogger(__name__)
 _PAGE = 2000
-
-_STATUS = {
-    TaskState.SUCCEEDED: ResultStatus.SUCCESS,
-    TaskState.PARTIAL: ResultStatus.PARTIAL_SUCCESS,
-    TaskState.FAILED: ResultStatus.FAILED,
-    TaskState.CANCELLED: ResultStatus.CANCELLED,
-}
 
 
 class ScoringPort(Protocol):
@@ -71,18 +59,6 @@ class ScoringPort(Protocol):
     async def score(
         self, task_type: TaskType, samples: SampleSource, *, seed: int, timeout_s: float
     ) -> ScoreReport: ...
-
-
-def task_outcome(counters: Counters, *, scorer_failed: bool) -> TaskState:
-    """A task's final state from its subtask counters."""
-    if scorer_failed:
-        return TaskState.FAILED
-    if counters.succeeded == 0:
-        only_cancelled = counters.cancelled > 0 and counters.failed_permanent == 0
-        return TaskState.CANCELLED if only_cancelled else TaskState.FAILED
-    if counters.succeeded == counters.total:
-        return TaskState.SUCCEEDED
-    return TaskState.PARTIAL
 
 
 class Watcher:
@@ -183,7 +159,7 @@ class Watcher:
                 dataset.record_count,
                 dataset_id=dataset.dataset_id,
             ),
-            status=_STATUS[state],
+            status=RESULT_STATUS[state],
             report=report,
             profile=build_profile(inputs, scoring_time_s=scoring_time),
             errors=tuple(errors),

@@ -9,15 +9,27 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from evald_server.domain import RunState, SubtaskState, TaskState
+from evald_server.domain import (
+    OUTCOME_TARGET,
+    Counters,
+    EventKind,
+    OutcomeKind,
+    RunState,
+    SampleFailure,
+    SubtaskState,
+    TaskState,
+    effective_outcome,
+    spends_attempt,
+    task_ready_for_scoring,
+    to_jsonable,
+)
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._records import (
+    COUNTER_COLUMNS,
     CompletionReport,
-    EventKind,
     NewEvent,
     NewRun,
     NewTask,
-    OutcomeKind,
     RetryScheduled,
     RunRow,
     SubtaskOutcome,
@@ -109,9 +121,7 @@ def create_run(
             "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
             _subtask_rows(run, tasks),
         )
-        append_events(
-            conn, run.run_id, [state_event(run.run_id, RunState.PENDING, run.created_at)], retain
-        )
+        append_events(conn, run.run_id, [state_event(RunState.PENDING, run.created_at)], retain)
         created = read_run(conn, run.run_id)
     assert created is not None
     return created, True
@@ -127,15 +137,7 @@ def _subtask_rows(
                 yield (run.run_id, task.task_id, task.model_id, idx, repeat, run.created_at)
 
 
-_TARGET = {
-    OutcomeKind.SUCCEEDED: _S.SUCCEEDED,
-    OutcomeKind.RETRY: _S.FAILED,
-    OutcomeKind.FAILED_PERMANENT: _S.FAILED_PERMANENT,
-    OutcomeKind.CANCELLED: _S.CANCELLED,
-    OutcomeKind.RELEASED: _S.PENDING,
-}
-
-_TARGET_VALUE = {kind: state.value for kind, state in _TARGET.items()}
+_TARGET_VALUE = {kind: state.value for kind, state in OUTCOME_TARGET.items()}
 _TERMINAL = frozenset(s for s in _S if s.is_terminal)
 
 _UPDATE_OUTCOME = (
@@ -187,11 +189,9 @@ def complete(
         for outcome in outcomes:
             if outcome.row_id not in owned:
                 continue  # taken back by a cancel or a restart: not ours any more
-            kind = outcome.kind
-            if kind is OutcomeKind.RETRY and outcome.run_id in cancelling:
-                kind = OutcomeKind.CANCELLED  # a cancelled run schedules no more retries
-            target = _TARGET[kind]
-            spent = outcome.attempted and kind not in (OutcomeKind.CANCELLED, OutcomeKind.RELEASED)
+            kind = effective_outcome(outcome.kind, cancel_requested=outcome.run_id in cancelling)
+            target = OUTCOME_TARGET[kind]
+            spent = spends_attempt(kind, attempted=outcome.attempted)
             error = error_json(outcome.error)
             updates.append(
                 (
@@ -251,34 +251,30 @@ def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float
         "WHERE s.row_id = ?",
         (outcome.row_id,),
     ).fetchone()
-    return NewEvent(
-        kind=EventKind.SAMPLE_FAILED,
-        payload={
-            "subtask_id": subtask_public_id(
-                outcome.task_id, outcome.record_idx, outcome.repeat_index
-            ),
-            "task_id": outcome.task_id,
-            "model_id": outcome.model_id,
-            "record_id": record_id,
-            "record_idx": outcome.record_idx,
-            "repeat_index": outcome.repeat_index,
-            "attempts": requests,
-            "error": outcome.error.to_json(),
-        },
-        time=now,
+    failure = SampleFailure(
+        subtask_id=subtask_public_id(outcome.task_id, outcome.record_idx, outcome.repeat_index),
+        task_id=outcome.task_id,
+        model_id=outcome.model_id,
+        record_id=record_id,
+        record_idx=outcome.record_idx,
+        repeat_index=outcome.repeat_index,
+        attempts=requests,
+        error=outcome.error,
     )
+    return NewEvent(kind=EventKind.SAMPLE_FAILED, payload=to_jsonable(failure), time=now)
 
 
 def finish_ready_tasks(conn: sqlite3.Connection, task_ids: Sequence[str], now: float) -> list[str]:
-    """Move tasks whose subtasks are all terminal to ``scoring``; return their ids."""
+    """Move tasks whose inference is finished to ``scoring``; return their ids."""
     finished = []
     for task_id in task_ids:
         row = conn.execute(
-            "UPDATE tasks SET state = 'scoring', finished_at = ? WHERE task_id = ? "
-            "AND state IN ('pending', 'running') AND pending = 0 AND running = 0 AND failed = 0 "
-            "RETURNING task_id",
-            (now, task_id),
+            f"SELECT state, {', '.join(COUNTER_COLUMNS)} FROM tasks WHERE task_id = ?", (task_id,)
         ).fetchone()
-        if row is not None:
-            finished.append(row[0])
+        if row is None or not task_ready_for_scoring(TaskState(row[0]), Counters(*row[1:])):
+            continue
+        conn.execute(
+            "UPDATE tasks SET state = 'scoring', finished_at = ? WHERE task_id = ?", (now, task_id)
+        )
+        finished.append(task_id)
     return finished
