@@ -26,6 +26,7 @@ from evald_server.engine._prompting import (
     task_prompt,
 )
 from evald_server.engine._results import (
+    CONTRACT_VERSION,
     BenchmarkRef,
     ExecutionProfile,
     ModelIdentity,
@@ -37,6 +38,7 @@ from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
 from evald_server.engine._task_scoring import ScoringPort
 
 __all__ = [
+    "CONTRACT_VERSION",
     "MODEL_LIMIT",
     "RUN_LIMIT",
     "SERVER_LIMIT",
