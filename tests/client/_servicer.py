@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import grpc
 from anyio.from_thread import start_blocking_portal
 from google.protobuf import any_pb2
@@ -180,6 +181,11 @@ class FakeEvaluationService(service_pb2_grpc.EvaluationServiceServicer):
                 content += message.chunk
                 failure = self.fail.get("UploadDataset.chunk")
                 if failure is not None:
+                    # As evald's servicer does: read what the client is still sending
+                    # (bounded), or grpc may end its writes with its own INTERNAL.
+                    with anyio.move_on_after(2.0):
+                        async for _ in request_iterator:
+                            pass
                     await context.abort(
                         failure.code, failure.message, trailing_metadata=failure.trailers()
                     )
