@@ -39,6 +39,7 @@ from evald_server.engine._limits import Limiter, LimitStats
 from evald_server.engine._progress import ModelActivity, RunEvent
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
+from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
 from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._watcher import ScoringPort, Watcher
 from evald_server.providers import Provider
@@ -63,10 +64,12 @@ class Engine:
         scoring_concurrency: int = 2,
         stall_after_s: float = 60.0,
         rng: random.Random | None = None,
+        rate_settings: Mapping[str, RateSettings] | None = None,
     ) -> None:
         self.store = store
         self._providers = providers
         self.limiter = Limiter(max_inflight, dict(model_limits))
+        self.rate = RateControl(self.limiter, rate_settings or {}, providers)
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
         self._contexts: dict[str, TaskContext] = {}
         self._run_tasks: dict[str, list[str]] = {}
@@ -81,6 +84,7 @@ class Engine:
             self._contexts,
             self.events.publish,
             rng=rng,
+            rate=self.rate,
         )
         self.watcher = Watcher(
             store,
@@ -231,6 +235,9 @@ class Engine:
 
     def limiter_stats(self) -> list[LimitStats]:
         return self.limiter.stats()
+
+    def rate_stats(self) -> list[RateStats]:
+        return self.rate.stats()
 
     def lane_states(self) -> list[LaneState]:
         """Per configured model: buffered work, calls in flight, waiting limits, errors."""
