@@ -62,9 +62,9 @@ class AdaptiveConcurrency(_Section):
     # Successes in a row that earn one more slot after slow start (default: the current
     # value, i.e. one more slot per round of calls).
     increase_after: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
-    decrease_factor: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.7
+    decrease_factor: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
     # After a decrease, no increase for this long.
-    cooldown_s: Annotated[float, Field(ge=0.0, le=3600.0)] = 1.0
+    cooldown_s: Annotated[float, Field(ge=0.0, le=3600.0)] = 0.2
 
 
 class Prices(_Section):

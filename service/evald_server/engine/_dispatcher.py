@@ -325,6 +325,7 @@ class Dispatcher:
                         await self._acquire(lane, lane.limit, MODEL_LIMIT)
                         try:
                             attempted = True
+                            self.rate.model(lane.model_id).sending(ticket)
                             outcome = await self._call(lane, item, ctx, headers.append)
                             return outcome
                         finally:

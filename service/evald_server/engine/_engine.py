@@ -250,6 +250,7 @@ class Engine:
     def model_activity(self, run_id: str, model_ids: Sequence[str]) -> list[ModelActivity]:
         """One row per model of a run, as its progress snapshots show them."""
         states = {s.model_id: s for s in self.lane_states()}
+        rates = {r.model_id: r for r in self.rate.stats()}
         now = time.time()
         rows = []
         for model_id in model_ids:
@@ -257,6 +258,7 @@ class Engine:
             if state is None:
                 continue
             stalled = state.stalled(now, self.stall_after_s)
+            rate = rates[model_id]
             rows.append(
                 ModelActivity(
                     model_id=model_id,
@@ -267,6 +269,11 @@ class Engine:
                     last_error=state.last_error if state.consecutive_failures else None,
                     last_error_at=state.last_error_at if state.consecutive_failures else None,
                     consecutive_failures=state.consecutive_failures,
+                    concurrency_limit=rate.concurrency,
+                    concurrency_min=rate.min_concurrency,
+                    concurrency_max=rate.max_concurrency,
+                    adaptive=rate.adaptive,
+                    rate_limit_episodes=rate.episodes,
                 )
             )
         return rows
