@@ -203,3 +203,24 @@ def test_reset_durations() -> None:
     assert parse_duration("7") == 7.0
     assert parse_duration("soon") is None
     assert parse_duration("5s later") is None
+
+
+@pytest.mark.anyio
+async def test_a_limit_the_provider_states_becomes_the_budget() -> None:
+    limiter = Limiter(8, {"m": 4})
+    control = ModelRateControl("m", RateSettings(max_concurrency=4), limiter.model("m"), _now)
+    assert control.requests is None
+    ticket = await control.admit()
+    info = parse_rate_limit_headers(
+        {"x-ratelimit-limit-requests": "1200", "x-ratelimit-remaining-requests": "7"}
+    )
+    control.finished(ticket, _outcome(OutcomeKind.SUCCEEDED), info)
+    stats = control.stats()
+    assert stats.learned
+    assert stats.requests_per_minute == pytest.approx(0.95 * 1200)  # with the headroom
+    assert control.requests is not None
+    assert control.requests.level == pytest.approx(7)  # what the provider has left
+
+
+def _now() -> float:
+    return time.monotonic()

@@ -16,7 +16,9 @@ buckets, and the provider's own rate-limit headers.
   A call that does not fit waits here, before it takes a server-wide slot, on its own
   model's worker: no other model's call waits behind it.
 * Headers: a response saying no request (or too few tokens) is left holds new calls
-  until the provider's refill gives one, so the provider is not asked to say 429.
+  until the provider's refill gives one, so the provider is not asked to say 429; a
+  limit the provider states (``x-ratelimit-limit-*``) where the config declares none
+  becomes the model's budget.
 
 Single event loop: no locking. The clock is ``time.monotonic``.
 """
@@ -123,6 +125,7 @@ class TokenBucket:
     larger than the bucket waits for a full bucket and leaves it in debt."""
 
     def __init__(self, per_minute: float, burst_s: float, now: float) -> None:
+        self.per_minute = per_minute
         self.rate = per_minute / 60.0
         self.capacity = max(1.0, self.rate * burst_s)
         self.level = self.capacity
@@ -187,6 +190,9 @@ class RateStats:
     rate_limited: int  # calls answered 429
     waiting: int  # calls waiting for request/token budget or a provider's reset
     held_until_s: float  # seconds new calls are still held by the provider's headers
+    requests_per_minute: float | None = None  # the budgets in force (declared or learned)
+    tokens_per_minute: float | None = None
+    learned: bool = False  # a budget was learned from the provider's headers
 
 
 class ModelRateControl:
@@ -214,6 +220,7 @@ class ModelRateControl:
         self._answers = 0
         self.rate_limited = 0
         self.waiting = 0
+        self.learned = False  # a budget came from the provider's x-ratelimit-limit-*
         if self.aimd is not None:
             limit.set_capacity(self.aimd.capacity)
         limit.min_capacity = settings.min_concurrency if settings.adaptive else limit.capacity
@@ -307,6 +314,16 @@ class ModelRateControl:
             self.tokens.take(float(-surplus))
 
     def _read_headers(self, info: RateLimitInfo, tokens_needed: int, now: float) -> None:
+        # A limit the provider states and the config does not becomes the budget.
+        burst_s = self.settings.burst_s
+        if self.requests is None and info.limit_requests:
+            self.requests = TokenBucket(HEADROOM * info.limit_requests, burst_s, now)
+            self.requests.level = min(self.requests.capacity, info.remaining_requests or 0.0)
+            self.learned = True
+        if self.tokens is None and info.limit_tokens:
+            self.tokens = TokenBucket(HEADROOM * info.limit_tokens, burst_s, now)
+            self.tokens.level = min(self.tokens.capacity, info.remaining_tokens or 0.0)
+            self.learned = True
         waits = [info.requests_wait_s(), info.tokens_wait_s(float(tokens_needed))]
         longest = max((w for w in waits if w is not None), default=None)
         if longest is not None and longest > 0:
@@ -325,6 +342,9 @@ class ModelRateControl:
             rate_limited=self.rate_limited,
             waiting=self.waiting,
             held_until_s=max(0.0, self._held_until - self._clock()),
+            requests_per_minute=None if self.requests is None else self.requests.per_minute,
+            tokens_per_minute=None if self.tokens is None else self.tokens.per_minute,
+            learned=self.learned,
         )
 
 
