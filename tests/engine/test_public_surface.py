@@ -11,6 +11,7 @@ def test_the_engine_exports() -> None:
             "CONTRACT_VERSION", "MODEL_LIMIT", "RUN_LIMIT", "SERVER_LIMIT", "BenchmarkRef",
             "DatasetRef", "Engine", "EventHub", "ExecutionProfile", "LaneState", "Limit",
             "LimitStats", "Limiter", "ModelActivity", "ModelIdentity", "Provenance",
+            "RateControl", "RateSettings", "RateStats",
             "RetryPolicy", "RunEvent", "RunProgress",
             "RunSpec", "SampleFailure", "ScoringPort", "TaskContext", "TaskEvaluation",
             "TaskProgress", "build_profile", "check_limit", "generation_params", "percentile",

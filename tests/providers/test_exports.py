@@ -12,12 +12,15 @@ def test_providers_exports() -> None:
         "Provider",
         "ProviderFailure",
         "ProviderRequest",
+        "RateLimitInfo",
         "RetryDecision",
         "RetryKind",
         "SimulatedProvider",
         "build_provider",
         "chat_url",
         "classify_status",
+        "parse_duration",
+        "parse_rate_limit_headers",
         "parse_retry_after",
     ]
     for name in providers.__all__:
@@ -37,6 +40,7 @@ def test_fake_provider_exports() -> None:
         "Journal",
         "JournalEntry",
         "Kind",
+        "Quota",
     ]
     for name in fake_provider.__all__:
         assert hasattr(fake_provider, name), name
