@@ -67,13 +67,6 @@ class AdaptiveConcurrency(_Section):
     cooldown_s: Annotated[float, Field(ge=0.0, le=3600.0)] = 0.2
 
 
-class Prices(_Section):
-    """What the provider charges, per million tokens (any currency; evald adds them up)."""
-
-    input_per_million: Annotated[float, Field(ge=0.0)] = 0.0
-    output_per_million: Annotated[float, Field(ge=0.0)] = 0.0
-
-
 class ModelConfig(_Section):
     """One ``[[models]]`` table: a model clients may refer to by ``id``."""
 
@@ -97,7 +90,6 @@ class ModelConfig(_Section):
     requests_per_minute: Annotated[float, Field(gt=0.0)] | None = None
     tokens_per_minute: Annotated[float, Field(gt=0.0)] | None = None
     budget_burst_s: Annotated[float, Field(gt=0.0, le=60.0)] = 1.0  # bucket depth
-    prices: Prices | None = None
 
     @model_validator(mode="after")
     def _adaptive_bounds(self) -> "ModelConfig":
