@@ -155,6 +155,11 @@ def run_event_progress() -> event_pb2.RunEvent:
                 last_error=eval_error("PROVIDER_HTTP_5XX", "MODEL_PROVIDER_ERROR", 502, True),
                 last_error_time=stamp(5),
                 consecutive_failures=3,
+                concurrency_limit=12,
+                concurrency_min=2,
+                concurrency_max=16,
+                adaptive=True,
+                rate_limit_episodes=3,
             )
         ],
     )

@@ -117,6 +117,18 @@ def _throughput(view: RunView) -> str:
     return f"{view.throughput_per_s:.1f}/s, ETA {_duration(view.eta_s)}"
 
 
+def concurrency_text(model: ModelActivity) -> str:
+    """The model's concurrency limit: ``12`` fixed, ``12 (AIMD 1–32, 3 episodes)``."""
+    if not model.concurrency_limit:
+        return ""
+    if not model.adaptive:
+        return str(model.concurrency_limit)
+    return (
+        f"{model.concurrency_limit} (AIMD {model.concurrency_min}–{model.concurrency_max}, "
+        f"{model.rate_limit_episodes} episode{'s' if model.rate_limit_episodes != 1 else ''})"
+    )
+
+
 def model_trouble(model: ModelActivity) -> str:
     """What is wrong with a model, in one line; empty when nothing is."""
     parts = []
@@ -177,7 +189,7 @@ def render(view: RunView) -> RenderableType:
     parts: list[RenderableType] = [head, overall, tasks]
     if view.models and not view.state.is_terminal:
         models_now = Table(title="models", title_justify="left")
-        for column in ("model", "running", "queued", "waiting on", "trouble"):
+        for column in ("model", "running", "queued", "limit", "waiting on", "trouble"):
             models_now.add_column(
                 column, justify="right" if column in ("running", "queued") else "left"
             )
@@ -187,6 +199,7 @@ def render(view: RunView) -> RenderableType:
                 model.model_id,
                 str(model.in_flight),
                 str(model.queued),
+                concurrency_text(model),
                 ", ".join(model.waiting_on),
                 Text(trouble[:120], style="bold red") if trouble else "",
             )

@@ -493,6 +493,11 @@ def _model_activity(message: event_pb2.ModelActivity) -> ModelActivity:
         ),
         last_error_time=_time(message, "last_error_time"),
         consecutive_failures=message.consecutive_failures,
+        concurrency_limit=message.concurrency_limit,
+        concurrency_min=message.concurrency_min,
+        concurrency_max=message.concurrency_max,
+        adaptive=message.adaptive,
+        rate_limit_episodes=message.rate_limit_episodes,
     )
 
 

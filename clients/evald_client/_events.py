@@ -48,6 +48,13 @@ class ModelActivity:
     last_error: EvalError | None
     last_error_time: datetime | None
     consecutive_failures: int
+    # The model's concurrency limit now, its adaptive bounds, and rate-limit episodes
+    # (0 from a server that does not report them).
+    concurrency_limit: int = 0
+    concurrency_min: int = 0
+    concurrency_max: int = 0
+    adaptive: bool = False
+    rate_limit_episodes: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -52,6 +52,21 @@ class SimulatorSettings(_Section):
     seed: int = 0
 
 
+class AdaptiveConcurrency(_Section):
+    """AIMD on the model's concurrency (README, "Rate limits and cost"); ``max`` is the
+    model's ``max_concurrency``."""
+
+    enabled: bool = False
+    min: Annotated[int, Field(ge=1, le=10_000)] = 1
+    start: Annotated[int, Field(ge=1, le=10_000)] | None = None  # default: min
+    # Successes in a row that earn one more slot after slow start (default: the current
+    # value, i.e. one more slot per round of calls).
+    increase_after: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    decrease_factor: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
+    # After a decrease, no increase for this long.
+    cooldown_s: Annotated[float, Field(ge=0.0, le=3600.0)] = 0.2
+
+
 class ModelConfig(_Section):
     """One ``[[models]]`` table: a model clients may refer to by ``id``."""
 
@@ -70,6 +85,22 @@ class ModelConfig(_Section):
     max_answer_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1024 * 1024
     params: GenerationParams = GenerationParams()
     simulator: SimulatorSettings = SimulatorSettings()
+    # Rate control, shared by every run on the model (README, "Rate limits and cost").
+    adaptive_concurrency: AdaptiveConcurrency = AdaptiveConcurrency()
+    requests_per_minute: Annotated[float, Field(gt=0.0)] | None = None
+    tokens_per_minute: Annotated[float, Field(gt=0.0)] | None = None
+    budget_burst_s: Annotated[float, Field(gt=0.0, le=60.0)] = 1.0  # bucket depth
+
+    @model_validator(mode="after")
+    def _adaptive_bounds(self) -> "ModelConfig":
+        adaptive = self.adaptive_concurrency
+        start = adaptive.min if adaptive.start is None else adaptive.start
+        if not adaptive.min <= start <= self.max_concurrency:
+            raise ValueError(
+                "adaptive_concurrency: needs min <= start <= max_concurrency, got "
+                f"min={adaptive.min}, start={start}, max_concurrency={self.max_concurrency}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _provider_fields(self) -> "ModelConfig":

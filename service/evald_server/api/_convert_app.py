@@ -229,6 +229,11 @@ def _activity(model: ModelActivity) -> event_pb2.ModelActivity:
         in_flight=model.in_flight,
         waiting_on=model.waiting_on,
         consecutive_failures=model.consecutive_failures,
+        concurrency_limit=model.concurrency_limit,
+        concurrency_min=model.concurrency_min,
+        concurrency_max=model.concurrency_max,
+        adaptive=model.adaptive,
+        rate_limit_episodes=model.rate_limit_episodes,
     )
     if model.stalled_since is not None:
         message.stalled_since.CopyFrom(timestamp(model.stalled_since))

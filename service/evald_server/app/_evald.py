@@ -27,6 +27,8 @@ from evald_server.engine import (
     DatasetRef,
     Engine,
     LimitStats,
+    RateSettings,
+    RateStats,
     RunEvent,
     RunSpec,
     ScoringPort,
@@ -99,6 +101,7 @@ class Evald:
                 scoring,
                 max_inflight=self.config.limits.max_inflight,
                 heartbeat_s=self._heartbeat_s,
+                rate_settings={m.id: RateSettings.of(m) for m in self.config.models},
                 **{"stall_after_s": self.config.server.stall_warning_s, **self._engine_options},
             )
             self._engine = engine
@@ -270,6 +273,10 @@ class Evald:
 
     def limiter_stats(self) -> list[LimitStats]:
         return self.engine.limiter_stats()
+
+    def rate_stats(self) -> list[RateStats]:
+        """Each model's rate control: AIMD value and bounds, episodes, budget waits."""
+        return self.engine.rate_stats()
 
 
 async def _open_store(config: ServerConfig) -> Store:

@@ -25,6 +25,7 @@ from evald_server.engine._prompting import (
     shot_source,
     task_prompt,
 )
+from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
@@ -54,6 +55,9 @@ __all__ = [
     "ModelActivity",
     "ModelIdentity",
     "Provenance",
+    "RateControl",
+    "RateSettings",
+    "RateStats",
     "RetryPolicy",
     "RunEvent",
     "RunProgress",

@@ -13,6 +13,11 @@ the worker picks the subtask), the server-wide ``max_inflight`` and its model's
 ``max_concurrency``. Each call runs in a cancel scope registered under its run, so
 a cancel (or a drain) aborts the HTTP request at once.
 
+Before those slots, a call waits for its model's request and token budgets (and for a
+reset the provider's headers announced), on its own model's worker: a model short of
+budget holds no server-wide slot that another model could use. AIMD moves the model
+limit's capacity (``_rate_control``).
+
 A run limit spans lanes: a slot freed by one lane wakes every lane that holds work of
 that run, and the releasing worker yields before it takes again, so the slot goes to
 a lane that was waiting for it rather than back to the lane that freed it.
@@ -32,12 +37,14 @@ from evald_server.engine._committer import Committer
 from evald_server.engine._executor import TaskContext, aborted, call_model
 from evald_server.engine._lanes import Lane, LaneState
 from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
-from evald_server.providers import Provider
+from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
+from evald_server.providers import Provider, RateLimitInfo
 from evald_server.store import ClaimedSubtask, EventRow, Store, SubtaskOutcome
 
 _log = logging.getLogger(__name__)
 
 PublishEvents = Callable[[Iterable[EventRow]], None]
+RATE_BUDGET = "model.rate_budget"  # what a call waiting for RPM/TPM budget waits on
 
 
 class Dispatcher:
@@ -51,8 +58,10 @@ class Dispatcher:
         publish: PublishEvents,
         *,
         rng: random.Random | None = None,
+        rate: RateControl | None = None,
     ) -> None:
         self._store = store
+        self.rate = rate or RateControl(limiter, {}, providers)
         self._limiter = limiter
         self._committer = committer
         self._contexts = contexts
@@ -64,7 +73,7 @@ class Dispatcher:
                 model_id,
                 provider,
                 limiter.model(model_id),
-                min(limiter.model(model_id).capacity, workers_cap),
+                min(limiter.model(model_id).max_capacity, workers_cap),
             )
             for model_id, provider in providers.items()
         }
@@ -252,14 +261,39 @@ class Dispatcher:
         finally:
             lane.waiting[name] -= 1
 
-    async def _call(self, lane: Lane, item: ClaimedSubtask, ctx: TaskContext) -> SubtaskOutcome:
+    async def _admit(self, lane: Lane, item: ClaimedSubtask, ctx: TaskContext) -> Ticket:
+        """Wait for the model's request and token budgets (no slot held meanwhile)."""
+        control = self.rate.model(lane.model_id)
+        estimate = NO_TOKENS
+        if control.counts_tokens:
+            messages = ctx.prompt.render(item.fields, item.record_id)
+            chars = sum(len(message.content) for message in messages)
+            estimate = control.estimate(chars, ctx.params.max_tokens)
+        lane.waiting[RATE_BUDGET] += 1
+        try:
+            return await control.admit(estimate)
+        finally:
+            lane.waiting[RATE_BUDGET] -= 1
+
+    async def _call(
+        self,
+        lane: Lane,
+        item: ClaimedSubtask,
+        ctx: TaskContext,
+        on_rate_limits: Callable[[RateLimitInfo], None],
+    ) -> SubtaskOutcome:
         """The provider call itself, counted as in flight for progress and stall checks."""
         lane.call_started(item.run_id)
         self.calls_by_task[item.task_id] = self.calls_by_task.get(item.task_id, 0) + 1
         outcome: SubtaskOutcome | None = None
         try:
             outcome = await call_model(
-                item, ctx, lane.provider, self._rng, reference=lane.needs_reference
+                item,
+                ctx,
+                lane.provider,
+                self._rng,
+                reference=lane.needs_reference,
+                on_rate_limits=on_rate_limits,
             )
             return outcome
         finally:
@@ -282,16 +316,25 @@ class Dispatcher:
         started = time.perf_counter()
         try:
             with scope:
-                await self._acquire(lane, self._limiter.server, SERVER_LIMIT)
+                ticket = await self._admit(lane, item, ctx)
+                headers: list[RateLimitInfo] = []
+                outcome: SubtaskOutcome | None = None
                 try:
-                    await self._acquire(lane, lane.limit, MODEL_LIMIT)
+                    await self._acquire(lane, self._limiter.server, SERVER_LIMIT)
                     try:
-                        attempted = True
-                        return await self._call(lane, item, ctx)
+                        await self._acquire(lane, lane.limit, MODEL_LIMIT)
+                        try:
+                            attempted = True
+                            self.rate.model(lane.model_id).sending(ticket)
+                            outcome = await self._call(lane, item, ctx, headers.append)
+                            return outcome
+                        finally:
+                            lane.limit.release()
                     finally:
-                        lane.limit.release()
+                        self._limiter.server.release()
                 finally:
-                    self._limiter.server.release()
+                    info = headers[-1] if headers else None
+                    self.rate.model(lane.model_id).finished(ticket, outcome, info)
             release = item.run_id not in self._cancelled_runs
             return aborted(
                 item,

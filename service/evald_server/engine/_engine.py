@@ -39,6 +39,7 @@ from evald_server.engine._limits import Limiter, LimitStats
 from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
+from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
 from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._task_scoring import ScoringPort, Watcher
 from evald_server.providers import Provider
@@ -63,10 +64,12 @@ class Engine:
         scoring_concurrency: int = 2,
         stall_after_s: float = 60.0,
         rng: random.Random | None = None,
+        rate_settings: Mapping[str, RateSettings] | None = None,
     ) -> None:
         self.store = store
         self._providers = providers
         self.limiter = Limiter(max_inflight, dict(model_limits))
+        self.rate = RateControl(self.limiter, rate_settings or {}, providers)
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
         self._contexts: dict[str, TaskContext] = {}
         self._run_tasks: dict[str, list[str]] = {}
@@ -81,6 +84,7 @@ class Engine:
             self._contexts,
             self.events.publish,
             rng=rng,
+            rate=self.rate,
         )
         self.watcher = Watcher(
             store,
@@ -232,6 +236,9 @@ class Engine:
     def limiter_stats(self) -> list[LimitStats]:
         return self.limiter.stats()
 
+    def rate_stats(self) -> list[RateStats]:
+        return self.rate.stats()
+
     def lane_states(self) -> list[LaneState]:
         """Per configured model: buffered work, calls in flight, waiting limits, errors."""
         return self.dispatcher.lane_states()
@@ -243,6 +250,7 @@ class Engine:
     def model_activity(self, run_id: str, model_ids: Sequence[str]) -> list[ModelActivity]:
         """One row per model of a run, as its progress snapshots show them."""
         states = {s.model_id: s for s in self.lane_states()}
+        rates = {r.model_id: r for r in self.rate.stats()}
         now = time.time()
         rows = []
         for model_id in model_ids:
@@ -250,6 +258,7 @@ class Engine:
             if state is None:
                 continue
             stalled = state.stalled(now, self.stall_after_s)
+            rate = rates[model_id]
             rows.append(
                 ModelActivity(
                     model_id=model_id,
@@ -260,6 +269,11 @@ class Engine:
                     last_error=state.last_error if state.consecutive_failures else None,
                     last_error_at=state.last_error_at if state.consecutive_failures else None,
                     consecutive_failures=state.consecutive_failures,
+                    concurrency_limit=rate.concurrency,
+                    concurrency_min=rate.min_concurrency,
+                    concurrency_max=rate.max_concurrency,
+                    adaptive=rate.adaptive,
+                    rate_limit_episodes=rate.episodes,
                 )
             )
         return rows

@@ -9,13 +9,20 @@ without taking the engine down.
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import ChatPrompt, simulator_reference
 from evald_server.domain import ErrorReason, EvalError, OutcomeKind, TaskType
 from evald_server.engine._retry_policy import RetryPolicy
-from evald_server.providers import Provider, ProviderFailure, ProviderRequest, RetryKind
+from evald_server.providers import (
+    Provider,
+    ProviderFailure,
+    ProviderRequest,
+    RateLimitInfo,
+    RetryKind,
+)
 from evald_server.store import ClaimedSubtask, SubtaskOutcome
 
 _log = logging.getLogger(__name__)
@@ -57,8 +64,10 @@ async def call_model(
     rng: random.Random,
     *,
     reference: bool = True,
+    on_rate_limits: Callable[[RateLimitInfo], None] | None = None,
 ) -> SubtaskOutcome:
-    """Run one attempt of ``item``; cancellation propagates (the caller records it)."""
+    """Run one attempt of ``item``; cancellation propagates (the caller records it).
+    ``on_rate_limits`` sees the provider's rate-limit headers, answer or failure."""
     started = time.perf_counter()
     try:
         request = ProviderRequest(
@@ -70,6 +79,8 @@ async def call_model(
         )
         completion = await provider.complete(request)
     except ProviderFailure as failure:
+        if on_rate_limits is not None and failure.rate_limits is not None:
+            on_rate_limits(failure.rate_limits)
         return failed(item, ctx, failure, time.perf_counter() - started, rng)
     except Exception as exc:  # a bug below us: keep the engine running, keep the evidence
         _log.exception("model call for subtask %s raised", item.subtask_id)
@@ -79,6 +90,8 @@ async def call_model(
         )
         call_time = time.perf_counter() - started
         return _outcome(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
+    if on_rate_limits is not None and completion.rate_limits is not None:
+        on_rate_limits(completion.rate_limits)
     return _outcome(
         item,
         OutcomeKind.SUCCEEDED,

@@ -25,6 +25,11 @@ class LimitStats:
     capacity: int
     in_use: int
     waiting: int
+    # Bounds of an adaptive capacity (both equal to ``capacity`` for a fixed one), and
+    # how many rate-limit episodes have lowered it.
+    min_capacity: int = 0
+    max_capacity: int = 0
+    episodes: int = 0
 
 
 class Limit:
@@ -37,8 +42,19 @@ class Limit:
         self.name = name
         self.key = key
         self.capacity = capacity
+        self.min_capacity = capacity  # an adaptive limit moves between these two
+        self.max_capacity = capacity
+        self.episodes = 0
         self._in_use = 0
         self._waiters: deque[anyio.Event] = deque()
+
+    def set_capacity(self, capacity: int) -> None:
+        """Adaptive concurrency moves the capacity: a higher one admits waiters at once,
+        a lower one lets calls in flight finish and hands on no slot until below it."""
+        self.capacity = capacity
+        while self._waiters and self._in_use < self.capacity:
+            self._in_use += 1
+            self._waiters.popleft().set()
 
     def try_acquire(self) -> bool:
         if self._in_use < self.capacity and not self._waiters:
@@ -61,7 +77,7 @@ class Limit:
             raise
 
     def release(self) -> None:
-        if self._waiters:
+        if self._waiters and self._in_use <= self.capacity:
             self._waiters.popleft().set()  # the slot changes hands; in_use stays
         else:
             self._in_use -= 1
@@ -77,6 +93,9 @@ class Limit:
             capacity=self.capacity,
             in_use=self._in_use,
             waiting=len(self._waiters),
+            min_capacity=self.min_capacity,
+            max_capacity=self.max_capacity,
+            episodes=self.episodes,
         )
 
 

@@ -102,6 +102,13 @@ class ModelActivity:
     last_error: EvalError | None = None
     last_error_at: float | None = None
     consecutive_failures: int = 0
+    # The model's rate control (shared by every run): its concurrency limit now, the
+    # bounds adaptive concurrency moves it in, and the rate-limit episodes so far.
+    concurrency_limit: int = 0
+    concurrency_min: int = 0
+    concurrency_max: int = 0
+    adaptive: bool = False
+    rate_limit_episodes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +120,11 @@ class ModelActivity:
             "last_error": None if self.last_error is None else self.last_error.to_json(),
             "last_error_at": self.last_error_at,
             "consecutive_failures": self.consecutive_failures,
+            "concurrency_limit": self.concurrency_limit,
+            "concurrency_min": self.concurrency_min,
+            "concurrency_max": self.concurrency_max,
+            "adaptive": self.adaptive,
+            "rate_limit_episodes": self.rate_limit_episodes,
         }
 
     @classmethod
@@ -127,6 +139,11 @@ class ModelActivity:
             last_error=None if error is None else EvalError.from_json(error),
             last_error_at=data.get("last_error_at"),
             consecutive_failures=int(data.get("consecutive_failures", 0)),
+            concurrency_limit=int(data.get("concurrency_limit", 0)),
+            concurrency_min=int(data.get("concurrency_min", 0)),
+            concurrency_max=int(data.get("concurrency_max", 0)),
+            adaptive=bool(data.get("adaptive", False)),
+            rate_limit_episodes=int(data.get("rate_limit_episodes", 0)),
         )
 
 

@@ -16,7 +16,7 @@ from evald_server.config import GenerationParams
 from evald_server.domain import EvalError, ResultStatus, TaskType, from_jsonable, to_jsonable
 from evald_server.scoring import ScoreReport
 
-CONTRACT_VERSION = "1.1.0"
+CONTRACT_VERSION = "1.2.0"
 
 
 @dataclass(frozen=True, slots=True)

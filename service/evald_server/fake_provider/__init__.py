@@ -14,6 +14,7 @@ As its own process: ``python -m evald_server.fake_provider --port 0 --latency-ms
 
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, FaultRate, Kind
 from evald_server.fake_provider._journal import JournalEntry
+from evald_server.fake_provider._quota import Quota
 from evald_server.fake_provider._remote import FakeControl, FakeProcess
 from evald_server.fake_provider._server import FakeChatRequest, FakeProvider
 
@@ -27,4 +28,5 @@ __all__ = [
     "FaultRate",
     "JournalEntry",
     "Kind",
+    "Quota",
 ]

@@ -21,6 +21,8 @@ from enum import StrEnum
 from statistics import NormalDist
 from typing import Any
 
+from evald_server.fake_provider._quota import Quota
+
 _UNIT = NormalDist()
 _TWO_64 = float(1 << 64)
 
@@ -188,12 +190,21 @@ class FakeConfig:
     send_usage: bool = True  # False: no usage in answers, even when the client asks
     api_key: str | None = None  # when set, requests need ``Authorization: Bearer <api_key>``
     seed: int = 0
+    # Rate limits (see ``_quota``): RPM/TPM per provider model name ("*": every model),
+    # and a hidden cap on calls in flight per model, answered 429 above it.
+    quotas: Mapping[str, Quota] = field(default_factory=dict)
+    max_concurrent: int | None = None
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or self.latency_sigma < 0 or self.hang_s < 0:
             raise ValueError("latency_ms, latency_sigma and hang_s must be >= 0")
         if sum(f.rate for f in self.faults) > 1.0 + 1e-9:
             raise ValueError("fault rates add up to more than 1")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
+
+    def quota_for(self, model: str) -> Quota | None:
+        return self.quotas.get(model) or self.quotas.get("*")
 
     def choose(self, arrival: int, key: str | None, attempt: int) -> Behaviour:
         """The behaviour for the ``arrival``-th request (0-based), ``attempt``-th of its key."""
@@ -242,6 +253,8 @@ class FakeConfig:
             "send_usage": self.send_usage,
             "api_key_set": self.api_key is not None,
             "seed": self.seed,
+            "quotas": {m: q.to_json() for m, q in self.quotas.items()},
+            "max_concurrent": self.max_concurrent,
         }
 
     def updated(self, data: Mapping[str, Any]) -> "FakeConfig":
@@ -260,6 +273,8 @@ class FakeConfig:
                 changes[name] = _behaviours(value)
             elif name == "per_key":
                 changes[name] = {str(k): _behaviours(v) for k, v in value.items()}
+            elif name == "quotas":
+                changes[name] = {str(k): Quota.from_json(v) for k, v in value.items()}
             elif name == "answers":
                 changes[name] = {str(k): str(v) for k, v in value.items()}
             else:

@@ -26,11 +26,16 @@ class JournalEntry:
     stream: bool
     started_at: float  # Unix time
     finished_at: float | None = None
-    outcome: str = "pending"  # ok | http_<status> | hang | reset | malformed | bad_request
+    # ok | http_<status> | quota_requests | quota_tokens | over_capacity | hang | reset |
+    # malformed | bad_request
+    outcome: str = "pending"
     status: int | None = None  # the HTTP status sent, None when none was
     disconnected: bool = False  # the client went away before the answer was sent
     after_success: bool = False  # the key had already been answered successfully
     client_port: int | None = None  # the client's source port (one per pooled connection)
+    # The usage the answer reported (what a bill is computed from); None when not answered.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}

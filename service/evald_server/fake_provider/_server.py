@@ -31,6 +31,7 @@ from evald_server.config import ModelConfig
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, Kind
 from evald_server.fake_provider._journal import Journal, JournalEntry
 from evald_server.fake_provider._logprobs import AlternativesFn, first_piece, logprobs_block
+from evald_server.fake_provider._quota import QuotaState, retry_after
 from evald_server.fake_provider._responses import (
     DONE_EVENT,
     MALFORMED_BODY,
@@ -95,6 +96,7 @@ class FakeProvider:
         # Streams in progress, for ``interrupt_streams``: set the event to cut one short.
         self._live_streams: set[asyncio.Event] = set()
         self._cut_short: set[int] = set()  # journal seqs of streams cut by a bare [DONE]
+        self.quota_state = QuotaState()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -160,6 +162,7 @@ class FakeProvider:
     def reset(self) -> None:
         """Forget the journal and restart the CPU-per-request baseline."""
         self.journal.reset()
+        self.quota_state.reset()
         self._cpu_base = time.process_time()
         self._started_at = time.monotonic()
 
@@ -206,6 +209,9 @@ class FakeProvider:
                 other.set()
             if stream:
                 self._live_streams.add(interrupt)
+        limited, quota_headers = self._rate_limit(config, chat, entry)
+        if limited is not None:
+            return limited
         behaviour = self._behaviour(request, config, entry)
         try:
             delay_s = config.hang_s if behaviour.kind is Kind.HANG else 0.0
@@ -218,7 +224,15 @@ class FakeProvider:
                 await asyncio.sleep(config.hang_s)  # connection_lost cancels this at once
                 raise ConnectionResetError("reset by the fake")
             response = await self._respond(
-                request, behaviour, config, chat, entry, stream, include_usage, interrupt
+                request,
+                behaviour,
+                config,
+                chat,
+                entry,
+                stream,
+                include_usage,
+                interrupt,
+                quota_headers,
             )
         except (asyncio.CancelledError, ConnectionResetError):
             self._cut_short.discard(entry.seq)
@@ -231,6 +245,29 @@ class FakeProvider:
         self._cut_short.discard(entry.seq)
         self.journal.end(entry, Kind.INTERRUPTED.value if cut else behaviour.label, response.status)
         return response
+
+    def _rate_limit(
+        self, config: FakeConfig, chat: FakeChatRequest, entry: JournalEntry
+    ) -> tuple[web.Response | None, dict[str, str]]:
+        """A 429 when the hidden concurrency cap or the model's quota is exceeded (else
+        None), and the quota's headers for the answer."""
+        if config.max_concurrent is not None and self.journal.in_flight(chat.model) > (
+            config.max_concurrent
+        ):
+            self.journal.end(entry, "over_capacity", 429)
+            return _error(429, "fake: over capacity", retry_after(1.0)), {}
+        quota = config.quota_for(chat.model)
+        if quota is None:
+            return None, {}
+        max_tokens = chat.body.get("max_tokens")
+        cost = sum(tokens(str(m.get("content", ""))) for m in chat.messages)
+        cost += max_tokens if isinstance(max_tokens, int) else 0
+        verdict = self.quota_state.admit(chat.model, quota, cost, time.monotonic())
+        if not verdict.admitted:
+            self.journal.end(entry, f"quota_{verdict.exceeded}", 429)
+            message = f"fake: rate limit reached for {verdict.exceeded} per minute"
+            return _error(429, message, verdict.headers), {}
+        return None, verdict.headers
 
     def _behaviour(
         self, request: web.Request, config: FakeConfig, entry: JournalEntry
@@ -250,6 +287,7 @@ class FakeProvider:
         stream: bool,
         include_usage: bool,
         interrupt: asyncio.Event,
+        quota_headers: Mapping[str, str],
     ) -> web.StreamResponse:
         if behaviour.kind is Kind.STATUS:
             headers = retry_headers(
@@ -278,6 +316,8 @@ class FakeProvider:
             logprobs = logprobs_block(
                 self._alternatives(chat, text), top_n if isinstance(top_n, int) else 1
             )
+        if config.send_usage:
+            entry.prompt_tokens, entry.completion_tokens = prompt_tokens, tokens(text)
         if not stream:
             body = completion_body(
                 entry.seq,
@@ -288,8 +328,8 @@ class FakeProvider:
                 usage=config.send_usage,
                 logprobs=logprobs,
             )
-            return web.Response(body=body, content_type=_JSON)
-        response = _event_stream()
+            return web.Response(body=body, content_type=_JSON, headers=quota_headers)
+        response = _event_stream(quota_headers)
         await response.prepare(request)
         events = stream_events(
             entry.seq,
@@ -404,9 +444,9 @@ def _parse_chat(raw: bytes, key: str | None) -> tuple[FakeChatRequest, bool, boo
     return chat, bool(body.get("stream")), include_usage
 
 
-def _event_stream() -> web.StreamResponse:
+def _event_stream(extra: Mapping[str, str] | None = None) -> web.StreamResponse:
     return web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **(extra or {})}
     )
 
 

@@ -25,6 +25,11 @@ from evald_server.providers._base import (
     RetryKind,
 )
 from evald_server.providers._openai_wire import chat_url
+from evald_server.providers._rate_limit_headers import (
+    RateLimitInfo,
+    parse_duration,
+    parse_rate_limit_headers,
+)
 from evald_server.providers._retry_classification import classify_status, parse_retry_after
 from evald_server.providers._simulated import SimulatedProvider
 
@@ -37,12 +42,15 @@ __all__ = [
     "Provider",
     "ProviderFailure",
     "ProviderRequest",
+    "RateLimitInfo",
     "RetryDecision",
     "RetryKind",
     "SimulatedProvider",
     "build_provider",
     "chat_url",
     "classify_status",
+    "parse_duration",
+    "parse_rate_limit_headers",
     "parse_retry_after",
 ]
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from evald_server.config import GenerationParams
 from evald_server.domain import ChatMessage, ErrorReason, EvalError
+from evald_server.providers._rate_limit_headers import RateLimitInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class Completion:
     # The first token's (token, log-probability) alternatives; None when none came back.
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     finish_reason: str = "unknown"
+    rate_limits: RateLimitInfo | None = None  # the provider's x-ratelimit-* headers
 
 
 class RetryKind(StrEnum):
@@ -82,6 +84,7 @@ class ProviderFailure(Exception):
         self.decision = decision
         self.http_status = http_status
         self.latency_s = latency_s
+        self.rate_limits: RateLimitInfo | None = None  # set from the response's headers
 
     @property
     def error(self) -> EvalError:

@@ -18,6 +18,7 @@ text, streamed or not, by ``max_answer_bytes``, an SSE line by aiohttp's line li
 Hitting a cap is PROVIDER_BAD_RESPONSE naming the cap.
 """
 
+import dataclasses
 import logging
 import os
 import time
@@ -37,6 +38,7 @@ from evald_server.providers._openai_wire import (
     parse_completion,
     request_body,
 )
+from evald_server.providers._rate_limit_headers import parse_rate_limit_headers
 from evald_server.providers._retry_classification import (
     bad_response_failure,
     connection_failure,
@@ -166,7 +168,9 @@ class OpenAIProvider:
             raw = await _read_prefix(response, _ERROR_BODY_BYTES)
             detail = error_detail(raw, scrub=self._scrub)
             latency_s = time.perf_counter() - started
-            raise status_failure(response.status, response.headers, detail, latency_s=latency_s)
+            failure = status_failure(response.status, response.headers, detail, latency_s=latency_s)
+            failure.rate_limits = parse_rate_limit_headers(response.headers)
+            raise failure
         try:
             raw = await _read_capped(response, self._max_response_bytes)
             parsed = parse_completion(raw, max_answer_bytes=self._max_answer_bytes)
@@ -181,7 +185,8 @@ class OpenAIProvider:
             raise bad_response_failure(
                 self._bad_detail(exc), http_status=200, latency_s=time.perf_counter() - started
             ) from exc
-        return self._completion(parsed, time.perf_counter() - started, None)
+        completion = self._completion(parsed, time.perf_counter() - started, None)
+        return _with_rate_limits(completion, response)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, started: float) -> Completion:
         stream = StreamAccumulator(max_answer_bytes=self._max_answer_bytes)
@@ -197,7 +202,8 @@ class OpenAIProvider:
             raise bad_response_failure(
                 self._bad_detail(exc), http_status=200, latency_s=time.perf_counter() - started
             ) from exc
-        return self._completion(parsed, time.perf_counter() - started, ttft_s)
+        completion = self._completion(parsed, time.perf_counter() - started, ttft_s)
+        return _with_rate_limits(completion, response)
 
     def _bad_detail(self, exc: Exception) -> str:
         if isinstance(exc, AnswerTooLarge):
@@ -238,6 +244,11 @@ class OpenAIProvider:
     def _describe(self, exc: BaseException) -> str:
         text = self._scrub(" ".join(str(exc).split()))[:200]  # scrub first, then cut
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _with_rate_limits(completion: Completion, response: aiohttp.ClientResponse) -> Completion:
+    info = parse_rate_limit_headers(response.headers)
+    return completion if info is None else dataclasses.replace(completion, rate_limits=info)
 
 
 def _read_key(model: ModelConfig) -> _Secret | None:

@@ -1,0 +1,378 @@
+"""Rate control per model, shared by every run on it: AIMD concurrency, RPM/TPM token
+buckets, and the provider's own rate-limit headers.
+
+* ``Aimd`` moves the model limit's capacity: slow start (one more slot per success)
+  until the first rate-limit episode; then one multiplicative decrease per episode and
+  one more slot after a window of successes. An episode is the burst of 429s of calls
+  that were already in flight when the first was answered (sent before the decrease):
+  one decrease for the whole burst. A 429 of a call sent after it is a new episode (a
+  time-based grace would let an over-limit slot spin on instant 429s). For
+  ``cooldown_s`` after a decrease nothing increases.
+* ``TokenBucket``: ``requests_per_minute`` and ``tokens_per_minute``, ``budget_burst_s``
+  deep. Tokens are estimated before a call (prompt characters / 4 + ``max_tokens``, or
+  the model's mean completion when the run sets none) and corrected by the reported
+  usage after: the prompt's part always, the completion's part when no ``max_tokens``
+  bounded it (a provider that is given ``max_tokens`` counts it in full, as OpenAI does).
+  A call that does not fit waits here, before it takes a server-wide slot, on its own
+  model's worker: no other model's call waits behind it.
+* Headers: a response saying no request (or too few tokens) is left holds new calls
+  until the provider's refill gives one, so the provider is not asked to say 429; a
+  limit the provider states (``x-ratelimit-limit-*``) where the config declares none
+  becomes the model's budget.
+
+Single event loop: no locking. The clock is ``time.monotonic``.
+"""
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import anyio
+
+from evald_server.config import ModelConfig
+from evald_server.domain import OutcomeKind
+from evald_server.engine._limits import Limit, Limiter
+from evald_server.providers import RateLimitInfo
+from evald_server.store import SubtaskOutcome
+
+CHARS_PER_TOKEN = 4  # the usual estimate for English text with BPE tokenizers
+# Budgets refill at this share of the stated rate: a call reaches the provider some
+# milliseconds after evald charged it, and that delay varies, so at exactly the stated
+# rate the provider's bucket is the emptier one whenever both are near empty (measured:
+# a third of the calls answered 429 at 100 %; bench_rate_control).
+HEADROOM = 0.95
+_FIRST_COMPLETION_GUESS = 256  # tokens, until the model has answered once
+
+
+@dataclass(frozen=True, slots=True)
+class RateSettings:
+    """One model's rate-control knobs (from its ``[[models]]`` table)."""
+
+    adaptive: bool = False
+    min_concurrency: int = 1
+    start_concurrency: int = 1
+    max_concurrency: int = 16
+    increase_after: int | None = None
+    decrease_factor: float = 0.8
+    cooldown_s: float = 0.2
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    burst_s: float = 1.0
+
+    @classmethod
+    def of(cls, model: ModelConfig) -> "RateSettings":
+        adaptive = model.adaptive_concurrency
+        return cls(
+            adaptive=adaptive.enabled,
+            min_concurrency=adaptive.min,
+            start_concurrency=adaptive.min if adaptive.start is None else adaptive.start,
+            max_concurrency=model.max_concurrency,
+            increase_after=adaptive.increase_after,
+            decrease_factor=adaptive.decrease_factor,
+            cooldown_s=adaptive.cooldown_s,
+            requests_per_minute=model.requests_per_minute,
+            tokens_per_minute=model.tokens_per_minute,
+            burst_s=model.budget_burst_s,
+        )
+
+
+class Aimd:
+    """Additive increase, multiplicative decrease of one model's concurrency."""
+
+    def __init__(self, settings: RateSettings, now: float) -> None:
+        self.min = settings.min_concurrency
+        self.max = settings.max_concurrency
+        self.value = float(settings.start_concurrency)
+        self.slow_start = True
+        self.episodes = 0
+        self._increase_after = settings.increase_after
+        self._factor = settings.decrease_factor
+        self._cooldown_s = settings.cooldown_s
+        self._decreased_at = -math.inf
+        self._successes = 0
+        self.converged_at: float | None = None  # the first decrease (for the benchmark)
+        self._created = now
+
+    @property
+    def capacity(self) -> int:
+        return max(self.min, min(self.max, int(self.value)))
+
+    def on_success(self, sent_at: float, now: float) -> None:
+        if sent_at < self._decreased_at or now - self._decreased_at < self._cooldown_s:
+            return  # sent at the old, too high value, or still cooling down
+        if self.slow_start:
+            self.value = min(float(self.max), self.value + 1.0)
+            return
+        self._successes += 1
+        if self._successes >= (self._increase_after or self.capacity):
+            self._successes = 0
+            self.value = min(float(self.max), self.value + 1.0)
+
+    def on_rate_limited(self, sent_at: float, now: float) -> bool:
+        """A 429: decrease once per episode; True when this one started an episode."""
+        if sent_at < self._decreased_at:
+            return False
+        self.value = max(float(self.min), math.floor(self.capacity * self._factor))
+        self.slow_start = False
+        self.episodes += 1
+        self._decreased_at = now
+        self._successes = 0
+        return True
+
+
+class TokenBucket:
+    """``per_minute`` units a minute, at most ``burst_s`` seconds' worth banked. A take
+    larger than the bucket waits for a full bucket and leaves it in debt."""
+
+    def __init__(self, per_minute: float, burst_s: float, now: float) -> None:
+        self.per_minute = per_minute
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate * burst_s)
+        self.level = self.capacity
+        self._at = now
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self._at) * self.rate)
+        self._at = max(self._at, now)
+
+    def wait_s(self, amount: float, now: float) -> float:
+        self._refill(now)
+        missing = min(amount, self.capacity) - self.level
+        return 0.0 if missing <= 0 else missing / self.rate
+
+    def take(self, amount: float) -> None:
+        self.level -= amount
+
+    def give_back(self, amount: float, now: float) -> None:
+        self._refill(now)
+        self.level = min(self.capacity, self.level + amount)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEstimate:
+    prompt: int
+    completion: int
+    bounded: bool  # the completion part is the run's max_tokens, not a guess
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+
+NO_TOKENS = TokenEstimate(0, 0, bounded=True)
+
+
+@dataclass(slots=True)
+class Ticket:
+    """One admitted call: what it was charged and when it was sent (``sending``)."""
+
+    model_id: str
+    estimate: TokenEstimate
+    sent_at: float
+    at_limit: bool = False  # it took the model limit's last free slot
+
+    @property
+    def estimated_tokens(self) -> int:
+        return self.estimate.total
+
+
+@dataclass(frozen=True, slots=True)
+class RateStats:
+    """One model's rate control as statistics, progress events and the dashboard show it."""
+
+    model_id: str
+    adaptive: bool
+    concurrency: int  # the current value (the model limit's capacity)
+    min_concurrency: int
+    max_concurrency: int
+    slow_start: bool
+    episodes: int  # rate-limit episodes, each one decrease
+    rate_limited: int  # calls answered 429
+    waiting: int  # calls waiting for request/token budget or a provider's reset
+    held_until_s: float  # seconds new calls are still held by the provider's headers
+    requests_per_minute: float | None = None  # the budgets in force (declared or learned)
+    tokens_per_minute: float | None = None
+    learned: bool = False  # a budget was learned from the provider's headers
+
+
+class ModelRateControl:
+    def __init__(
+        self, model_id: str, settings: RateSettings, limit: Limit, clock: Callable[[], float]
+    ) -> None:
+        self.model_id = model_id
+        self.settings = settings
+        self._limit = limit
+        self._clock = clock
+        now = clock()
+        self.aimd = Aimd(settings, now) if settings.adaptive else None
+        self.requests = (
+            None
+            if settings.requests_per_minute is None
+            else TokenBucket(HEADROOM * settings.requests_per_minute, settings.burst_s, now)
+        )
+        self.tokens = (
+            None
+            if settings.tokens_per_minute is None
+            else TokenBucket(HEADROOM * settings.tokens_per_minute, settings.burst_s, now)
+        )
+        self._held_until = -math.inf  # the provider's headers said: nothing left until then
+        self._completion_mean = float(_FIRST_COMPLETION_GUESS)
+        self._answers = 0
+        self.rate_limited = 0
+        self.waiting = 0
+        self.learned = False  # a budget came from the provider's x-ratelimit-limit-*
+        if self.aimd is not None:
+            limit.set_capacity(self.aimd.capacity)
+        limit.min_capacity = settings.min_concurrency if settings.adaptive else limit.capacity
+        limit.max_capacity = settings.max_concurrency
+
+    @property
+    def counts_tokens(self) -> bool:
+        return self.tokens is not None
+
+    def estimate(self, prompt_chars: int, max_tokens: int | None) -> TokenEstimate:
+        prompt = math.ceil(prompt_chars / CHARS_PER_TOKEN)
+        if max_tokens is not None:
+            return TokenEstimate(prompt, max_tokens, bounded=True)
+        return TokenEstimate(prompt, math.ceil(self._completion_mean), bounded=False)
+
+    async def admit(self, estimate: TokenEstimate = NO_TOKENS) -> Ticket:
+        """Wait until the call fits every budget and the provider's reset; charge it."""
+        estimated_tokens = estimate.total
+        self.waiting += 1
+        try:
+            while True:
+                now = self._clock()
+                wait = self._held_until - now
+                if self.requests is not None:
+                    wait = max(wait, self.requests.wait_s(1.0, now))
+                if self.tokens is not None:
+                    wait = max(wait, self.tokens.wait_s(float(estimated_tokens), now))
+                if wait <= 0:
+                    break
+                await anyio.sleep(wait)
+        finally:
+            self.waiting -= 1
+        if self.requests is not None:
+            self.requests.take(1.0)
+        if self.tokens is not None:
+            self.tokens.take(float(estimated_tokens))
+        return Ticket(self.model_id, estimate, now)
+
+    def sending(self, ticket: Ticket) -> None:
+        """The call holds its slots and goes out now: the time AIMD judges it by."""
+        ticket.sent_at = self._clock()
+        ticket.at_limit = self._limit.in_use >= self._limit.capacity
+
+    def finished(
+        self, ticket: Ticket, outcome: SubtaskOutcome | None, info: RateLimitInfo | None
+    ) -> None:
+        """After the call: correct the token charge, read the headers, move AIMD."""
+        now = self._clock()
+        if info is not None:
+            self._read_headers(info, ticket.estimated_tokens, now)
+        if outcome is None or not outcome.attempted:
+            self._refund(ticket, now)  # never reached the provider
+            return
+        if outcome.rate_limited:
+            # No refund: the provider says evald is ahead of its bucket; keeping the
+            # charge slows the next call rather than sending it straight into a 429.
+            self.rate_limited += 1
+            if self.aimd is not None and self.aimd.on_rate_limited(ticket.sent_at, now):
+                self._limit.set_capacity(self.aimd.capacity)
+                self._limit.episodes = self.aimd.episodes
+            return
+        if outcome.kind is OutcomeKind.SUCCEEDED:
+            self._correct(ticket, outcome, now)
+            # Only a call sent with the limit full tests it: the limit of a model
+            # that cannot fill it (too little work, a slower bottleneck) must not climb.
+            if self.aimd is not None and ticket.at_limit:
+                self.aimd.on_success(ticket.sent_at, now)
+                self._limit.set_capacity(self.aimd.capacity)
+
+    def _refund(self, ticket: Ticket, now: float) -> None:
+        if self.requests is not None:
+            self.requests.give_back(1.0, now)
+        if self.tokens is not None:
+            self.tokens.give_back(float(ticket.estimated_tokens), now)
+
+    def _correct(self, ticket: Ticket, outcome: SubtaskOutcome, now: float) -> None:
+        if outcome.completion_tokens is not None:
+            self._answers += 1
+            weight = 1.0 / min(self._answers, 50)  # a running mean, then a moving one
+            self._completion_mean += weight * (outcome.completion_tokens - self._completion_mean)
+        if self.tokens is None or outcome.prompt_tokens is None:
+            return
+        estimate = ticket.estimate
+        used = outcome.prompt_tokens + estimate.completion
+        if not estimate.bounded and outcome.completion_tokens is not None:
+            used += outcome.completion_tokens - estimate.completion
+        surplus = estimate.total - used
+        if surplus > 0:
+            self.tokens.give_back(float(surplus), now)
+        else:
+            self.tokens.take(float(-surplus))
+
+    def _read_headers(self, info: RateLimitInfo, tokens_needed: int, now: float) -> None:
+        # A limit the provider states and the config does not becomes the budget.
+        burst_s = self.settings.burst_s
+        if self.requests is None and info.limit_requests:
+            self.requests = TokenBucket(HEADROOM * info.limit_requests, burst_s, now)
+            self.requests.level = min(self.requests.capacity, info.remaining_requests or 0.0)
+            self.learned = True
+        if self.tokens is None and info.limit_tokens:
+            self.tokens = TokenBucket(HEADROOM * info.limit_tokens, burst_s, now)
+            self.tokens.level = min(self.tokens.capacity, info.remaining_tokens or 0.0)
+            self.learned = True
+        waits = [info.requests_wait_s(), info.tokens_wait_s(float(tokens_needed))]
+        longest = max((w for w in waits if w is not None), default=None)
+        if longest is not None and longest > 0:
+            self._held_until = max(self._held_until, now + longest)
+
+    def stats(self) -> RateStats:
+        aimd = self.aimd
+        return RateStats(
+            model_id=self.model_id,
+            adaptive=aimd is not None,
+            concurrency=self._limit.capacity,
+            min_concurrency=self._limit.min_capacity,
+            max_concurrency=self._limit.max_capacity,
+            slow_start=aimd is not None and aimd.slow_start,
+            episodes=0 if aimd is None else aimd.episodes,
+            rate_limited=self.rate_limited,
+            waiting=self.waiting,
+            held_until_s=max(0.0, self._held_until - self._clock()),
+            requests_per_minute=None if self.requests is None else self.requests.per_minute,
+            tokens_per_minute=None if self.tokens is None else self.tokens.per_minute,
+            learned=self.learned,
+        )
+
+
+class RateControl:
+    """Every model's rate control; models without settings get header reading only."""
+
+    def __init__(
+        self,
+        limiter: Limiter,
+        settings: Mapping[str, RateSettings],
+        model_ids: Iterable[str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.models = {
+            model_id: ModelRateControl(
+                model_id,
+                settings.get(model_id)
+                or RateSettings(max_concurrency=limiter.model(model_id).capacity),
+                limiter.model(model_id),
+                clock,
+            )
+            for model_id in model_ids
+        }
+
+    def model(self, model_id: str) -> ModelRateControl:
+        return self.models[model_id]
+
+    def stats(self) -> list[RateStats]:
+        return [control.stats() for control in self.models.values()]

@@ -1,0 +1,138 @@
+"""Rate control through the whole service against the fake provider's quota mode:
+request and token budgets, the provider's headers, AIMD against a hidden capacity."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
+from evald_server.config import ConfigError, GenerationParams
+from evald_server.domain import RunState
+from evald_server.engine import MODEL_LIMIT
+from evald_server.fake_provider import FakeConfig, FakeProvider, Quota
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
+
+pytestmark = pytest.mark.anyio
+RETRIES = RetryPolicy(max_retries=20, backoff_s=(0.05,), jitter=0.0, retry_after_cap_s=0.5)
+
+
+async def _run(
+    fake: FakeProvider,
+    tmp_path: Path,
+    records: int,
+    *,
+    runs: int = 1,
+    params: GenerationParams | None = None,
+    **model: Any,
+) -> None:
+    config = make_config(tmp_path, [fake.model_config("m1", **model)])
+    async with Evald.open(config, scoring=InlineScoring()) as app:
+        await upload(app, "ds", records)
+        spec = RunSpec(
+            models=("m1",),
+            datasets=(DatasetRef("ds", "1.0.0"),),
+            retry_policy=RETRIES,
+            params=params,
+        )
+        created = [await app.create_run(TENANT, spec) for _ in range(runs)]
+        for run in created:
+            await wait_until_finished(app, run.run_id, timeout_s=60)
+            assert (await app.get_run(TENANT, run.run_id)).state is RunState.SUCCEEDED
+
+
+async def test_a_requests_budget_keeps_every_run_under_the_quota(tmp_path: Path) -> None:
+    # 600 a minute, one second deep on both sides; two runs share the model's budget.
+    quota = Quota(requests_per_minute=600, burst_s=1.0)
+    async with FakeProvider(FakeConfig(quotas={"m1": quota})) as fake:
+        await _run(
+            fake,
+            tmp_path,
+            15,
+            runs=2,
+            max_concurrency=8,
+            requests_per_minute=600,
+            budget_burst_s=1.0,
+        )
+        outcomes = fake.journal.outcomes()
+    assert outcomes == {"ok": 30}
+
+
+async def test_without_a_budget_the_same_load_meets_429s(tmp_path: Path) -> None:
+    """The control for the test above: the quota does bite this load."""
+    quota = Quota(requests_per_minute=600, burst_s=1.0)
+    async with FakeProvider(FakeConfig(quotas={"m1": quota}, latency_ms=1)) as fake:
+        await _run(fake, tmp_path, 15, runs=2, max_concurrency=8)
+        outcomes = fake.journal.outcomes()
+    assert outcomes["ok"] == 30
+    assert outcomes.get("quota_requests", 0) > 0
+
+
+async def test_a_tokens_budget_counts_prompt_and_max_tokens(tmp_path: Path) -> None:
+    quota = Quota(tokens_per_minute=12_000, burst_s=1.0)  # 200 tokens a second
+    async with FakeProvider(FakeConfig(quotas={"m1": quota})) as fake:
+        await _run(
+            fake,
+            tmp_path,
+            20,
+            max_concurrency=8,
+            tokens_per_minute=12_000,
+            budget_burst_s=1.0,
+            params=GenerationParams(max_tokens=20),
+        )
+        outcomes = fake.journal.outcomes()
+    assert outcomes == {"ok": 20}
+
+
+async def test_the_providers_headers_slow_calls_down_before_a_429(tmp_path: Path) -> None:
+    # No budget declared: evald learns the quota from x-ratelimit-* alone.
+    quota = Quota(requests_per_minute=240, burst_s=1.0)  # 4 deep, 4 a second
+    async with FakeProvider(FakeConfig(quotas={"m1": quota})) as fake:
+        await _run(fake, tmp_path, 10, max_concurrency=1)
+        outcomes = fake.journal.outcomes()
+    assert outcomes == {"ok": 10}
+
+
+async def test_aimd_backs_off_a_hidden_capacity_and_reports_its_state(tmp_path: Path) -> None:
+    adaptive = {"enabled": True, "min": 1, "start": 1, "cooldown_s": 0.2}
+    config = FakeConfig(max_concurrent=4, latency_ms=30)
+    async with FakeProvider(config) as fake:
+        cfg = make_config(
+            tmp_path,
+            [fake.model_config("m1", max_concurrency=16, adaptive_concurrency=adaptive)],
+        )
+        async with Evald.open(cfg, scoring=InlineScoring()) as app:
+            await upload(app, "ds", 150)
+            spec = RunSpec(
+                models=("m1",), datasets=(DatasetRef("ds", "1.0.0"),), retry_policy=RETRIES
+            )
+            run = await app.create_run(TENANT, spec)
+            events = await wait_until_finished(app, run.run_id, timeout_s=60)
+            (stats,) = [s for s in app.limiter_stats() if s.name == MODEL_LIMIT]
+            (rate,) = app.rate_stats()
+        outcomes = fake.journal.outcomes()
+    assert outcomes["ok"] == 150
+    assert stats.episodes >= 1
+    assert (stats.min_capacity, stats.max_capacity) == (1, 16)
+    assert 1 <= stats.capacity <= 6  # near C = 4 after the episodes, nowhere near 16
+    assert rate.adaptive
+    assert not rate.slow_start
+    assert rate.rate_limited == outcomes["over_capacity"]
+    # The 429s are the probes of each episode, not a storm: far fewer than the calls.
+    assert outcomes["over_capacity"] < 150 * 0.25
+    assert events  # the run was watched to its end
+
+
+def test_start_above_the_bounds_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="adaptive_concurrency"):
+        make_config(
+            tmp_path,
+            [
+                {
+                    "id": "m1",
+                    "provider": "simulated",
+                    "max_concurrency": 4,
+                    "adaptive_concurrency": {"enabled": True, "start": 8},
+                }
+            ],
+        )
