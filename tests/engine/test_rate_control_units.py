@@ -6,11 +6,11 @@ import time
 import anyio
 import pytest
 
-from evald_server.domain import ErrorReason, EvalError
+from evald_server.domain import ErrorReason, EvalError, OutcomeKind
 from evald_server.engine import Limit, Limiter
 from evald_server.engine._rate_control import Aimd, ModelRateControl, RateSettings, TokenBucket
 from evald_server.providers import parse_duration, parse_rate_limit_headers
-from evald_server.store import OutcomeKind, SubtaskOutcome
+from evald_server.store import SubtaskOutcome
 
 ADAPTIVE = RateSettings(
     adaptive=True,
