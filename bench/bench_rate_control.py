@@ -74,22 +74,22 @@ async def _measure(
         header = DatasetHeader(
             name="ds", benchmark_version="1.0.0", task_type=TaskType.CLASSIFICATION
         )
-        await app.upload_dataset(TENANT, header, [_jsonl(records)])
+        await app.datasets.upload(TENANT, header, [_jsonl(records)])
         fake.reset()
         spec = RunSpec(models=("m1",), datasets=(DatasetRef("ds", "1.0.0"),), retry_policy=RETRIES)
         started = time.time()
-        created = [await app.create_run(TENANT, spec) for _ in range(runs)]
+        created = [await app.runs.create(TENANT, spec) for _ in range(runs)]
 
         async def sample() -> None:
             while True:
-                (limit,) = [s for s in app.limiter_stats() if s.name == MODEL_LIMIT]
+                (limit,) = [s for s in app.engine.limiter_stats() if s.name == MODEL_LIMIT]
                 samples.append((time.time(), limit.capacity))
                 await anyio.sleep(0.02)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(sample)
             for run in created:
-                async for _ in await app.watch(TENANT, run.run_id, 0):
+                async for _ in await app.runs.watch(TENANT, run.run_id, 0):
                     pass
             tg.cancel_scope.cancel()
         ended = max(e.finished_at or 0.0 for e in fake.journal.entries)

@@ -64,7 +64,7 @@ def classification_jsonl(records: int, *, prefix: str = "r") -> bytes:
 
 async def upload(app: Evald, name: str, records: int, *, tenant: str = TENANT) -> None:
     header = DatasetHeader(name=name, benchmark_version="1.0.0", task_type=TaskType.CLASSIFICATION)
-    await app.upload_dataset(tenant, header, [classification_jsonl(records)])
+    await app.datasets.upload(tenant, header, [classification_jsonl(records)])
 
 
 class InlineScoring:
@@ -102,11 +102,11 @@ async def wait_until_finished(
     """Watch the run to its terminal event; the events seen."""
     seen: list[RunEvent] = []
     with anyio.fail_after(timeout_s):
-        async for event in await app.watch(tenant, run_id, 0):
+        async for event in await app.runs.watch(tenant, run_id, 0):
             seen.append(event)
     return seen
 
 
 async def final_run(app: Evald, run_id: str, *, tenant: str = TENANT) -> Run:
     await wait_until_finished(app, run_id, tenant=tenant)
-    return await app.get_run(tenant, run_id)
+    return await app.runs.get(tenant, run_id)

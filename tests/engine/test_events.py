@@ -30,7 +30,7 @@ async def test_replay_then_live_without_gaps_or_duplicates(tmp_path: Path) -> No
     config = make_config(tmp_path, [simulated("sim", latency_ms=10, concurrency=4)])
     async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.2) as app:
         await upload(app, "d", 400)
-        run = await app.create_run(
+        run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
         )
         live: list[RunEvent] = []
@@ -42,9 +42,9 @@ async def test_replay_then_live_without_gaps_or_duplicates(tmp_path: Path) -> No
         async def join_midway() -> None:
             # Join once events exist, resuming after seq 3 (a reconnecting client).
             with anyio.fail_after(30):
-                while (await app.get_run(TENANT, run.run_id)).last_seq < 4:  # noqa: ASYNC110
+                while (await app.runs.get(TENANT, run.run_id)).last_seq < 4:  # noqa: ASYNC110
                     await anyio.sleep(0.01)
-                async for event in await app.watch(TENANT, run.run_id, after_seq=3):
+                async for event in await app.runs.watch(TENANT, run.run_id, after_seq=3):
                     late.append(event)
 
         async with anyio.create_task_group() as tg:
@@ -65,7 +65,9 @@ async def test_replay_then_live_without_gaps_or_duplicates(tmp_path: Path) -> No
             p.counters.succeeded for p in progress
         )
         # A client that saw the terminal event gets nothing more, at once.
-        assert [e async for e in await app.watch(TENANT, run.run_id, after_seq=full[-1].seq)] == []
+        assert [
+            e async for e in await app.runs.watch(TENANT, run.run_id, after_seq=full[-1].seq)
+        ] == []
 
 
 @pytest.mark.anyio
@@ -73,17 +75,17 @@ async def test_a_slow_subscriber_never_slows_the_run(tmp_path: Path) -> None:
     config = make_config(tmp_path, [simulated("sim", latency_ms=1, concurrency=8)])
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 400)
-        run = await app.create_run(
+        run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
         )
         received: list[RunEvent] = []
         finished_while_behind = False
         with anyio.fail_after(60):
-            async for event in await app.watch(TENANT, run.run_id):
+            async for event in await app.runs.watch(TENANT, run.run_id):
                 received.append(event)
                 if len(received) == 2:
                     # Stall this subscriber until the engine has finished the whole run.
-                    while not (await app.get_run(TENANT, run.run_id)).state.is_terminal:  # noqa: ASYNC110
+                    while not (await app.runs.get(TENANT, run.run_id)).state.is_terminal:  # noqa: ASYNC110
                         await anyio.sleep(0.02)
                     finished_while_behind = True
         assert finished_while_behind
@@ -97,18 +99,18 @@ async def test_heartbeats_carry_the_current_seq_when_nothing_happens(tmp_path: P
     config = make_config(tmp_path, [simulated("sim", latency_ms=60_000)])
     async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.05) as app:
         await upload(app, "d", 1)
-        run = await app.create_run(
+        run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
         )
         seen: list[RunEvent] = []
         with anyio.fail_after(30):
-            async for event in await app.watch(TENANT, run.run_id):
+            async for event in await app.runs.watch(TENANT, run.run_id):
                 seen.append(event)
                 if sum(e.kind is EventKind.HEARTBEAT for e in seen) == 2:
                     break
         last_stored = max(e.seq for e in seen if e.kind is not EventKind.HEARTBEAT)
         assert all(e.seq == last_stored for e in seen if e.kind is EventKind.HEARTBEAT)
-        await app.cancel_run(TENANT, run.run_id)
+        await app.runs.cancel(TENANT, run.run_id)
         await wait_until_finished(app, run.run_id)
 
 

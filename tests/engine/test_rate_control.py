@@ -35,10 +35,10 @@ async def _run(
             retry_policy=RETRIES,
             params=params,
         )
-        created = [await app.create_run(TENANT, spec) for _ in range(runs)]
+        created = [await app.runs.create(TENANT, spec) for _ in range(runs)]
         for run in created:
             await wait_until_finished(app, run.run_id, timeout_s=60)
-            assert (await app.get_run(TENANT, run.run_id)).state is RunState.SUCCEEDED
+            assert (await app.runs.get(TENANT, run.run_id)).state is RunState.SUCCEEDED
 
 
 async def test_a_requests_budget_keeps_every_run_under_the_quota(tmp_path: Path) -> None:
@@ -106,10 +106,10 @@ async def test_aimd_backs_off_a_hidden_capacity_and_reports_its_state(tmp_path: 
             spec = RunSpec(
                 models=("m1",), datasets=(DatasetRef("ds", "1.0.0"),), retry_policy=RETRIES
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             events = await wait_until_finished(app, run.run_id, timeout_s=60)
-            (stats,) = [s for s in app.limiter_stats() if s.name == MODEL_LIMIT]
-            (rate,) = app.rate_stats()
+            (stats,) = [s for s in app.engine.limiter_stats() if s.name == MODEL_LIMIT]
+            (rate,) = app.engine.rate_stats()
         outcomes = fake.journal.outcomes()
     assert outcomes["ok"] == 150
     assert stats.episodes >= 1

@@ -27,13 +27,13 @@ async def test_a_run_executes_scores_and_reports(tmp_path: Path) -> None:
             datasets=(DatasetRef("d1", "1.0.0"), DatasetRef("d2", "1.0.0")),
             repeat=2,
         )
-        run = await app.create_run(TENANT, spec)
+        run = await app.runs.create(TENANT, spec)
         assert run.progress.counters.total == (20 + 7) * 2 * 2
         events = await wait_until_finished(app, run.run_id)
-        done = await app.get_run(TENANT, run.run_id)
+        done = await app.runs.get(TENANT, run.run_id)
         assert done.state is RunState.SUCCEEDED
         assert done.progress.counters.succeeded == done.progress.counters.total
-        results = await app.list_results(TENANT, run.run_id)
+        results = await app.runs.results(TENANT, run.run_id)
         assert len(results.items) == 4
         assert all(r.status is ResultStatus.SUCCESS for r in results.items)
         assert all(r.report is not None and "accuracy" in r.report.metrics for r in results.items)
@@ -43,7 +43,7 @@ async def test_a_run_executes_scores_and_reports(tmp_path: Path) -> None:
         assert kinds[-1] is EventKind.RUN_STATE
         seqs = [e.seq for e in events if e.kind is not EventKind.HEARTBEAT]
         assert seqs == list(range(1, len(seqs) + 1))
-        samples = await app.list_samples(TENANT, run.run_id, page_size=10)
+        samples = await app.runs.samples(TENANT, run.run_id, page_size=10)
         assert len(samples.items) == 10
         assert samples.next_page_token
         assert all(s.state is SubtaskState.SUCCEEDED and s.scores for s in samples.items)

@@ -25,7 +25,7 @@ async def test_stored_samples_page_a_task_and_score_like_its_records(tmp_path: P
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 7)
         spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),), repeat=3)
-        run = await app.create_run(TENANT, spec)
+        run = await app.runs.create(TENANT, spec)
         await wait_until_finished(app, run.run_id)
         store = app.engine.store
         (task,) = await store.get_tasks(run.run_id)

@@ -31,7 +31,7 @@ from tests.engine._support import (
 async def _donor_events(app: Evald) -> list[EventRow]:
     """Events of every kind from a real run (its terminal state change left out)."""
     spec = RunSpec(models=("faulty",), datasets=(DatasetRef("d", "1.0.0"),))
-    run = await app.create_run(TENANT, spec)
+    run = await app.runs.create(TENANT, spec)
     await wait_until_finished(app, run.run_id)
     rows = await app.engine.store.read_events(run.run_id, 0, 10_000)
     kinds = {r.kind for r in rows}
@@ -52,7 +52,7 @@ async def _watcher(app: Evald, run_id: str, rng: random.Random, sequences: list[
     while True:
         budget = rng.randint(1, 40)
         ended = False
-        events = await app.watch(TENANT, run_id, cursor)
+        events = await app.runs.watch(TENANT, run_id, cursor)
         async for event in events:
             if event.kind is EventKind.HEARTBEAT:
                 continue
@@ -100,7 +100,7 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
             )
             # A live run whose own work never finishes: its log is ours to fill.
             spec = RunSpec(models=("idle",), datasets=(DatasetRef("d", "1.0.0"),))
-            target = await app.create_run(TENANT, spec)
+            target = await app.runs.create(TENANT, spec)
             sequences: list[list[int]] = []
             with anyio.fail_after(60):
                 async with anyio.create_task_group() as tg:
@@ -123,7 +123,7 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
             last = rows[-1].seq
             for seen in sequences:
                 assert seen == list(range(1, last + 1)), _first_gap(seen)
-            await app.cancel_run(TENANT, target.run_id)
+            await app.runs.cancel(TENANT, target.run_id)
 
 
 def _first_gap(seen: list[int]) -> str:

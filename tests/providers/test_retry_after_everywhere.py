@@ -29,7 +29,7 @@ async def test_a_retry_after_on_a_5xx_or_408_is_waited_for(tmp_path: Path, statu
             spec = RunSpec(
                 models=("m1",), datasets=(DatasetRef("one", "1.0.0"),), retry_policy=policy
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await wait_until_finished(app, run.run_id)
         first, second = fake.journal.entries
         assert (first.outcome, second.outcome) == (f"http_{status}", "ok")

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterable, Iterable
 
 import anyio
 
-from evald_server.app._pages import decode_token, encode_token, keyset, page_size
+from evald_server.app._pages import decode_token, encode_token, keyset
+from evald_server.app._pages import page_size as page_limit
 from evald_server.app._types import Dataset, DatasetHeader, Page
 from evald_server.config import LimitsSection
 from evald_server.datasets import ParsedDataset, parse_jsonl, validate_template
@@ -195,14 +196,14 @@ class DatasetService:
         self,
         tenant: str,
         *,
-        size: int = 0,
-        token: str = "",
+        page_size: int = 0,
+        page_token: str = "",
         name: str | None = None,
         task_type: TaskType | None = None,
     ) -> Page[Dataset]:
         filters = {"name": name or "", "task_type": task_type.value if task_type else ""}
-        after = keyset(decode_token(token, "datasets", tenant, filters))
-        limit = page_size(size)
+        after = keyset(decode_token(page_token, "datasets", tenant, filters))
+        limit = page_limit(page_size)
         rows = await self._store.list_datasets(
             tenant, after, limit + 1, name=name or None, task_type=task_type
         )

@@ -12,7 +12,8 @@ from contextlib import aclosing
 
 import anyio
 
-from evald_server.app._pages import decode_token, encode_token, integer, keyset, page_size
+from evald_server.app._pages import decode_token, encode_token, integer, keyset
+from evald_server.app._pages import page_size as page_limit
 from evald_server.app._sample_pages import SampleBudget, cost, fitted
 from evald_server.app._types import Page, Run, Sample
 from evald_server.config import ModelConfig, ServerConfig
@@ -74,10 +75,8 @@ class RunService:
         tasks = await self._store.get_tasks(row.run_id)
         return Run.of(row, tasks, now=time.time(), calls=self._engine.calls_in_flight())
 
-    async def create(
-        self, tenant: str, spec: RunSpec, request_id: str | None = None
-    ) -> tuple[Run, bool]:
-        """The new run (``True``), or the run this ``request_id`` created before (``False``)."""
+    async def create(self, tenant: str, spec: RunSpec, request_id: str | None = None) -> Run:
+        """The new run, or the run this ``request_id`` created before."""
         request_hash = spec.body_hash()
         if request_id is not None:
             if not 0 < len(request_id) <= 128:
@@ -88,7 +87,7 @@ class RunService:
                 )
             existing = await self._store.find_run_by_request(tenant, request_id)
             if existing is not None:
-                return await self._replay(existing, request_id, request_hash), False
+                return await self._replay(existing, request_id, request_hash)
         datasets = await self._validate(tenant, spec)
         run_id = f"run_{uuid.uuid4().hex[:16]}"
         tasks: list[NewTask] = []
@@ -133,9 +132,9 @@ class RunService:
                 metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
             ) from exc
         if not created:  # a concurrent create with the same request_id won
-            return await self._replay(row, request_id or "", request_hash), False
+            return await self._replay(row, request_id or "", request_hash)
         await self._engine.register_run(run_id)
-        return await self._run(row), True
+        return await self._run(row)
 
     async def _replay(self, existing: RunRow, request_id: str, request_hash: str) -> Run:
         if existing.request_hash != request_hash:
@@ -227,11 +226,16 @@ class RunService:
         return await self._run(await self._owned(tenant, run_id))
 
     async def list(
-        self, tenant: str, *, size: int = 0, token: str = "", states: Sequence[RunState] = ()
+        self,
+        tenant: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        states: Sequence[RunState] = (),
     ) -> Page[Run]:
         filters = {"states": sorted(s.value for s in states)}
-        after = keyset(decode_token(token, "runs", tenant, filters))
-        limit = page_size(size)
+        after = keyset(decode_token(page_token, "runs", tenant, filters))
+        limit = page_limit(page_size)
         rows = await self._store.list_runs(tenant, after, limit + 1, states=states)
         more = len(rows) > limit
         rows = rows[:limit]
@@ -328,13 +332,13 @@ class RunService:
         run_id: str,
         *,
         task_ids: Sequence[str] = (),
-        size: int = 0,
-        token: str = "",
+        page_size: int = 0,
+        page_token: str = "",
     ) -> Page[TaskEvaluation]:
         await self._owned(tenant, run_id)
         filters = {"run": run_id, "tasks": sorted(task_ids)}
-        offset = integer(decode_token(token, "results", tenant, filters))
-        limit = page_size(size)
+        offset = integer(decode_token(page_token, "results", tenant, filters))
+        limit = page_limit(page_size)
         rows = [
             r for r in await self._store.read_results(run_id) if not task_ids or r[0] in task_ids
         ]
@@ -351,8 +355,8 @@ class RunService:
         *,
         task_id: str | None = None,
         states: Sequence[SubtaskState] = (),
-        size: int = 0,
-        token: str = "",
+        page_size: int = 0,
+        page_token: str = "",
     ) -> Page[Sample]:
         run = await self._owned(tenant, run_id)
         tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
@@ -364,8 +368,8 @@ class RunService:
                 metadata={"runId": run_id},
             )
         filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
-        cursor = integer(decode_token(token, "samples", tenant, filters))
-        limit = page_size(size)
+        cursor = integer(decode_token(page_token, "samples", tenant, filters))
+        limit = page_limit(page_size)
         spec = RunSpec.from_json(run.spec)
         prompts: dict[str, tuple[TaskType, ChatPrompt]] = {}
 
