@@ -1,4 +1,5 @@
-"""The application facade: datasets, validation, tenants, pages, drain."""
+"""The application services through the composition root: datasets, validation, tenants,
+pages, drain."""
 
 import sqlite3
 from pathlib import Path

@@ -16,8 +16,7 @@ from collections.abc import AsyncIterable, Iterable
 
 import anyio
 
-from evald_server.app._pages import decode_token, encode_token, keyset
-from evald_server.app._pages import page_size as page_limit
+from evald_server.app._pages import keyset, page_query
 from evald_server.app._types import Dataset, DatasetHeader, Page
 from evald_server.config import LimitsSection
 from evald_server.datasets import ParsedDataset, parse_jsonl, validate_template
@@ -202,20 +201,14 @@ class DatasetService:
         task_type: TaskType | None = None,
     ) -> Page[Dataset]:
         filters = {"name": name or "", "task_type": task_type.value if task_type else ""}
-        after = keyset(decode_token(page_token, "datasets", tenant, filters))
-        limit = page_limit(page_size)
-        rows = await self._store.list_datasets(
-            tenant, after, limit + 1, name=name or None, task_type=task_type
+        query = page_query(
+            "datasets", tenant, filters, keyset, page_size=page_size, page_token=page_token
         )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_token = ""
-        if more:
-            last = rows[-1]
-            next_token = encode_token(
-                "datasets", tenant, filters, [last.created_at, last.dataset_id]
-            )
-        return Page(tuple(Dataset.of(r) for r in rows), next_token)
+        rows = await self._store.list_datasets(
+            tenant, query.after, query.size + 1, name=name or None, task_type=task_type
+        )
+        page, next_token = query.cut(rows, lambda r: [r.created_at, r.dataset_id])
+        return Page(tuple(Dataset.of(r) for r in page), next_token)
 
 
 async def _collect(chunks: AsyncIterable[bytes] | Iterable[bytes]) -> list[bytes]:

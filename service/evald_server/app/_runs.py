@@ -12,8 +12,7 @@ from contextlib import aclosing
 
 import anyio
 
-from evald_server.app._pages import decode_token, encode_token, integer, keyset
-from evald_server.app._pages import page_size as page_limit
+from evald_server.app._pages import integer, keyset, page_query
 from evald_server.app._sample_pages import SampleBudget, cost, fitted
 from evald_server.app._types import Page, Run, Sample
 from evald_server.config import ModelConfig, ServerConfig
@@ -234,17 +233,12 @@ class RunService:
         states: Sequence[RunState] = (),
     ) -> Page[Run]:
         filters = {"states": sorted(s.value for s in states)}
-        after = keyset(decode_token(page_token, "runs", tenant, filters))
-        limit = page_limit(page_size)
-        rows = await self._store.list_runs(tenant, after, limit + 1, states=states)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_token = ""
-        if more:
-            next_token = encode_token(
-                "runs", tenant, filters, [rows[-1].created_at, rows[-1].run_id]
-            )
-        return Page(tuple([await self._run(r) for r in rows]), next_token)
+        query = page_query(
+            "runs", tenant, filters, keyset, page_size=page_size, page_token=page_token
+        )
+        rows = await self._store.list_runs(tenant, query.after, query.size + 1, states=states)
+        page, next_token = query.cut(rows, lambda r: [r.created_at, r.run_id])
+        return Page(tuple([await self._run(r) for r in page]), next_token)
 
     async def cancel(self, tenant: str, run_id: str) -> Run:
         """Cancel a live run and answer with the state the cancel produced: CANCELLED once
@@ -337,15 +331,15 @@ class RunService:
     ) -> Page[TaskEvaluation]:
         await self._owned(tenant, run_id)
         filters = {"run": run_id, "tasks": sorted(task_ids)}
-        offset = integer(decode_token(page_token, "results", tenant, filters))
-        limit = page_limit(page_size)
+        query = page_query(
+            "results", tenant, filters, integer, page_size=page_size, page_token=page_token
+        )
         rows = [
             r for r in await self._store.read_results(run_id) if not task_ids or r[0] in task_ids
         ]
-        page = rows[offset : offset + limit]
-        next_token = ""
-        if offset + limit < len(rows):
-            next_token = encode_token("results", tenant, filters, [offset + limit])
+        # Results are few (one per task): an offset into the whole list, read at once.
+        end = query.after + query.size
+        page, next_token = query.cut(rows[query.after : end + 1], lambda _: [end])
         return Page(tuple(TaskEvaluation.from_json(r[1]) for r in page), next_token)
 
     async def samples(
@@ -368,8 +362,10 @@ class RunService:
                 metadata={"runId": run_id},
             )
         filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
-        cursor = integer(decode_token(page_token, "samples", tenant, filters))
-        limit = page_limit(page_size)
+        query = page_query(
+            "samples", tenant, filters, integer, page_size=page_size, page_token=page_token
+        )
+        cursor, limit = query.after, query.size
         spec = RunSpec.from_json(run.spec)
         prompts: dict[str, tuple[TaskType, ChatPrompt]] = {}
 
@@ -409,5 +405,5 @@ class RunService:
             else:
                 continue
             break
-        next_token = encode_token("samples", tenant, filters, [cursor]) if more else ""
+        next_token = query.token_after([cursor]) if more else ""
         return Page(tuple(samples), next_token)
