@@ -179,6 +179,24 @@ class LimitsSection(_Section):
     events_retained_per_run: Annotated[int, Field(ge=100)] = 100_000
 
 
+class EngineSection(_Section):
+    """``[engine]``: tuning of the engine and the upload path. The defaults suit one
+    machine; none of these changes what a run computes, only when and how fast."""
+
+    # A watcher with nothing new gets a heartbeat carrying the current seq this often.
+    heartbeat_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 5.0
+    # Outcomes are written in batches of at most ``commit_batch``, at most
+    # ``commit_delay_s`` after the first of a batch arrived.
+    commit_batch: Annotated[int, Field(ge=1, le=100_000)] = 256
+    commit_delay_s: Annotated[float, Field(ge=0.0, le=10.0)] = 0.02
+    # Scoring worker processes (default: one less than the CPUs, between 1 and 4).
+    scoring_workers: Annotated[int, Field(ge=1, le=256)] | None = None
+    # Finished tasks scored at once (each holds one worker while it is scored).
+    scoring_concurrency: Annotated[int, Field(ge=1, le=256)] = 2
+    # The most one dataset upload may be: it is held in memory while it is validated.
+    max_upload_bytes: Annotated[int, Field(ge=1024, le=1 << 40)] = 512 * 1024 * 1024
+
+
 class MetricsSection(_Section):
     # The endpoint has no authentication: loopback only (a sidecar or node agent scrapes).
     listen: str | None = None
@@ -221,6 +239,7 @@ class ServerConfig(_Section):
     models: tuple[ModelConfig, ...] = ()
     auth: AuthSection = AuthSection()
     metrics: MetricsSection = MetricsSection()
+    engine: EngineSection = EngineSection()
 
     @model_validator(mode="after")
     def _unique_ids_and_local_mode(self) -> "ServerConfig":

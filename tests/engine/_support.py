@@ -22,12 +22,17 @@ TENANT = "tenant-a"
 
 
 def make_config(
-    tmp_path: Path, models: Sequence[dict[str, Any] | ModelConfig], **limits: Any
+    tmp_path: Path,
+    models: Sequence[dict[str, Any] | ModelConfig],
+    *,
+    engine: dict[str, Any] | None = None,
+    **limits: Any,
 ) -> ServerConfig:
     return parse_config(
         {
             "store": {"url": f"sqlite:///{tmp_path}/evald.sqlite3"},
             "limits": limits,
+            "engine": engine or {},
             "models": [m.model_dump() if isinstance(m, ModelConfig) else m for m in models],
         }
     )

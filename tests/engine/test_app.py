@@ -34,6 +34,22 @@ HEADER = DatasetHeader(name="sst", benchmark_version="1.0.0", task_type=TaskType
 
 
 @pytest.mark.anyio
+async def test_the_upload_cap_comes_from_the_engine_section(tmp_path: Path) -> None:
+    data = classification_jsonl(60)
+    cap = len(data) - 1
+    config = make_config(tmp_path, [simulated("sim")], engine={"max_upload_bytes": cap})
+    async with Evald.open(config, scoring=InlineScoring()) as app:
+        with pytest.raises(ResourceExhausted) as refused:
+            await app.datasets.upload(TENANT, HEADER, [data[:100], data[100:]])
+        assert refused.value.reason is ErrorReason.DATASET_TOO_LARGE
+        assert refused.value.metadata["limitValue"] == str(cap)
+        assert "engine.max_upload_bytes" in refused.value.message
+        assert (await app.datasets.list(TENANT)).items == ()  # nothing stored
+        dataset, _ = await app.datasets.upload(TENANT, HEADER, [classification_jsonl(59)])
+        assert dataset.record_count == 59
+
+
+@pytest.mark.anyio
 async def test_dataset_versions_are_immutable_and_uploads_idempotent(tmp_path: Path) -> None:
     async with Evald.open(
         make_config(tmp_path, [simulated("sim")]), scoring=InlineScoring()

@@ -27,8 +27,10 @@ def _stored(events: list[RunEvent]) -> list[RunEvent]:
 
 @pytest.mark.anyio
 async def test_replay_then_live_without_gaps_or_duplicates(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim", latency_ms=10, concurrency=4)])
-    async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.2) as app:
+    config = make_config(
+        tmp_path, [simulated("sim", latency_ms=10, concurrency=4)], engine={"heartbeat_s": 0.2}
+    )
+    async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 400)
         run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
@@ -96,8 +98,10 @@ async def test_a_slow_subscriber_never_slows_the_run(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_heartbeats_carry_the_current_seq_when_nothing_happens(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim", latency_ms=60_000)])
-    async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.05) as app:
+    config = make_config(
+        tmp_path, [simulated("sim", latency_ms=60_000)], engine={"heartbeat_s": 0.05}
+    )
+    async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 1)
         run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))

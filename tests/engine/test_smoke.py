@@ -18,8 +18,10 @@ from tests.engine._support import (
 
 @pytest.mark.anyio
 async def test_a_run_executes_scores_and_reports(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim-a"), simulated("sim-b")])
-    async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.5) as app:
+    config = make_config(
+        tmp_path, [simulated("sim-a"), simulated("sim-b")], engine={"heartbeat_s": 0.5}
+    )
+    async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d1", 20)
         await upload(app, "d2", 7)
         spec = RunSpec(

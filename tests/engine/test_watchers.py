@@ -91,8 +91,8 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
             fake.model_config("faulty", max_concurrency=4),
             simulated("idle", latency_ms=600_000.0, concurrency=1),
         ]
-        config = make_config(tmp_path, models)
-        async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.05) as app:
+        config = make_config(tmp_path, models, engine={"heartbeat_s": 0.05})
+        async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 24)
             donors = await _donor_events(app)
             terminal = NewEvent(

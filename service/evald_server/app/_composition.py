@@ -47,15 +47,11 @@ class Evald:
         store: Store | None = None,
         scoring: ScoringPort | None = None,
         providers: Mapping[str, Provider] | None = None,
-        heartbeat_s: float = 5.0,
-        engine_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = config
         self._injected_store = store
         self._injected_scoring = scoring
         self._injected_providers = providers
-        self._heartbeat_s = heartbeat_s
-        self._engine_options = dict(engine_options or {})
         self._engine: Engine | None = None
         self._datasets: DatasetService | None = None
         self._runs: RunService | None = None
@@ -87,21 +83,27 @@ class Evald:
                 for model in self.config.models:
                     pool_size = min(model.max_concurrency, self.config.limits.max_inflight)
                     providers[model.id] = build_provider(model, pool_size=pool_size)
+            tuning = self.config.engine
             scoring = self._injected_scoring
             if scoring is None:
-                scoring = pool = ScoringPool()
+                scoring = pool = ScoringPool(tuning.scoring_workers)
             engine = Engine(
                 store,
                 providers,
                 {m.id: m.max_concurrency for m in self.config.models},
                 scoring,
                 max_inflight=self.config.limits.max_inflight,
-                heartbeat_s=self._heartbeat_s,
+                heartbeat_s=tuning.heartbeat_s,
+                commit_batch=tuning.commit_batch,
+                commit_delay_s=tuning.commit_delay_s,
+                scoring_concurrency=tuning.scoring_concurrency,
+                stall_after_s=self.config.server.stall_warning_s,
                 rate_settings={m.id: RateSettings.of(m) for m in self.config.models},
-                **{"stall_after_s": self.config.server.stall_warning_s, **self._engine_options},
             )
             self._engine = engine
-            self._datasets = DatasetService(store, self.config.limits)
+            self._datasets = DatasetService(
+                store, self.config.limits, max_upload_bytes=tuning.max_upload_bytes
+            )
             self._runs = RunService(self.config, store, engine)
             self._comparisons = ComparisonService(store)
             async with anyio.create_task_group() as tg:

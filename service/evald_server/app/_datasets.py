@@ -41,8 +41,6 @@ _SEMVER = re.compile(
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
 )
 _MAX_REQUEST_ID = 128
-# The whole upload is held while it is validated; this bounds that memory.
-MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 
 
 def _header_problems(header: DatasetHeader) -> list[FieldViolation]:
@@ -65,9 +63,11 @@ def _header_problems(header: DatasetHeader) -> list[FieldViolation]:
 
 
 class DatasetService:
-    def __init__(self, store: Store, limits: LimitsSection) -> None:
+    def __init__(self, store: Store, limits: LimitsSection, *, max_upload_bytes: int) -> None:
         self._store = store
         self._limits = limits
+        # The whole upload is held while it is validated; this bounds that memory.
+        self._max_upload_bytes = max_upload_bytes
 
     async def upload(
         self, tenant: str, header: DatasetHeader, chunks: AsyncIterable[bytes] | Iterable[bytes]
@@ -83,7 +83,7 @@ class DatasetService:
             )
         if header.prompt_template is not None:
             validate_template(header.task_type, header.prompt_template)
-        received = await _collect(chunks)
+        received = await _collect(chunks, self._max_upload_bytes)
         size = sum(len(c) for c in received)
         # Validation is CPU work (pydantic per record): off the event loop.
         parse = functools.partial(
@@ -211,18 +211,18 @@ class DatasetService:
         return Page(tuple(Dataset.of(r) for r in page), next_token)
 
 
-async def _collect(chunks: AsyncIterable[bytes] | Iterable[bytes]) -> list[bytes]:
+async def _collect(chunks: AsyncIterable[bytes] | Iterable[bytes], cap: int) -> list[bytes]:
     received: list[bytes] = []
     total = 0
 
     def keep(chunk: bytes) -> None:
         nonlocal total
         total += len(chunk)
-        if total > MAX_UPLOAD_BYTES:
+        if total > cap:
             raise ResourceExhausted(
                 ErrorReason.DATASET_TOO_LARGE,
-                f"the upload exceeds {MAX_UPLOAD_BYTES} bytes",
-                metadata={"limit": "max_upload_bytes", "limitValue": MAX_UPLOAD_BYTES},
+                f"the upload exceeds {cap} bytes (engine.max_upload_bytes)",
+                metadata={"limit": "max_upload_bytes", "limitValue": cap},
             )
         received.append(bytes(chunk))
 
