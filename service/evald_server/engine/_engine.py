@@ -3,7 +3,7 @@
 ``Engine.run`` is an anyio service (``await tg.start(engine.run)``): on start it resumes
 what a previous process left (subtasks left ``running`` go back to pending without
 spending a retry, live runs are dispatched again, finished tasks not yet scored are
-scored), then runs the committer, the dispatcher, the watcher, the progress
+scored), then runs the committer, the dispatcher, the task scorer, the progress
 tracker and the lane monitor until ``drain``.
 
 The lane monitor samples every model's lane: one with ready work and no provider call
@@ -41,7 +41,7 @@ from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
 from evald_server.engine._spec import DatasetRef, RunSpec
-from evald_server.engine._task_scoring import ScoringPort, Watcher
+from evald_server.engine._task_scoring import ScoringPort, TaskScorer
 from evald_server.providers import Provider
 from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
 
@@ -86,7 +86,7 @@ class Engine:
             rng=rng,
             rate=self.rate,
         )
-        self.watcher = Watcher(
+        self.task_scorer = TaskScorer(
             store,
             scoring,
             self.events.publish,
@@ -118,7 +118,7 @@ class Engine:
             await self._resume()
             tg.start_soon(_until_done, self.committer.run, self._committer_done)
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
-            await tg.start(self.watcher.run)
+            await tg.start(self.task_scorer.run)
             await tg.start(self.progress.run)
             tg.start_soon(self._monitor_lanes)
             task_status.started()
@@ -153,7 +153,7 @@ class Engine:
         live = await self.store.live_run_ids()
         for run_id in live:
             await self.register_run(run_id)
-        self.watcher.schedule(await self.store.scoring_task_ids())
+        self.task_scorer.schedule(await self.store.scoring_task_ids())
         if requeued or live:
             _log.info("resumed %d live run(s); %d subtask(s) requeued", len(live), requeued)
 
@@ -195,7 +195,7 @@ class Engine:
                 f"model {model_id!r} is no longer configured on this server",
                 modelId=model_id,
             )
-            self.watcher.schedule(
+            self.task_scorer.schedule(
                 await self.store.fail_model_work(run_id, model_id, error, time.time())
             )
         self.progress.started(run_id)
@@ -209,7 +209,7 @@ class Engine:
     async def _finish_cancel(self, run_id: str) -> TransitionReport:
         report = await self.store.cancel_run(run_id, time.time())
         self.events.publish(report.events)
-        self.watcher.schedule(report.finished_tasks)
+        self.task_scorer.schedule(report.finished_tasks)
         return report
 
     async def retry_run(
@@ -344,7 +344,7 @@ class Engine:
         self.progress.touch({retry.run_id for retry in report.retries})
         force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}
         self.progress.completed(report.completed_per_run, force=force)
-        self.watcher.schedule(report.finished_tasks)
+        self.task_scorer.schedule(report.finished_tasks)
 
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)

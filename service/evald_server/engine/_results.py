@@ -5,16 +5,33 @@ the scorer's ``ScoreReport`` (None when nothing could be scored), the
 ``ExecutionProfile`` measured from the subtasks, a status, errors and provenance.
 Stored as JSON; the per-sample scores are stored beside each subtask instead (for
 ListSamples), so a report read back has an empty ``sample_scores``.
+
+``assemble_evaluation`` puts one together once a task is scored: identity from the
+stored task and dataset, the status its final state maps to, the errors (the scorer's
+and one per reason samples failed with), and the provenance of this process.
 """
 
 import dataclasses
-from collections.abc import Mapping
+import platform
+import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import evald_server
 from evald_server.config import GenerationParams
-from evald_server.domain import EvalError, ResultStatus, TaskType, from_jsonable, to_jsonable
-from evald_server.scoring import ScoreReport
+from evald_server.domain import (
+    RESULT_STATUS,
+    ErrorReason,
+    EvalError,
+    ResultStatus,
+    TaskState,
+    TaskType,
+    from_jsonable,
+    to_jsonable,
+)
+from evald_server.scoring import ScoreReport, scorer_dependencies
+from evald_server.store import DatasetRow, TaskRow
 
 CONTRACT_VERSION = "1.2.0"
 
@@ -156,3 +173,60 @@ class TaskEvaluation:
             provenance=from_jsonable(Provenance, data["provenance"]),
             created_at=float(data["created_at"]),
         )
+
+
+def failure_errors(failure_reasons: Iterable[tuple[str, int]]) -> list[EvalError]:
+    """One error per reason samples failed permanently with (reasons evald knows)."""
+    return [
+        EvalError.of(
+            ErrorReason(reason),
+            f"{count} sample(s) failed permanently with {reason}",
+            samples=count,
+        )
+        for reason, count in failure_reasons
+        if reason in ErrorReason.__members__.values()
+    ]
+
+
+def assemble_evaluation(
+    task: TaskRow,
+    dataset: DatasetRow,
+    *,
+    state: TaskState,
+    report: ScoreReport | None,
+    profile: ExecutionProfile,
+    errors: Iterable[EvalError],
+    prompt_template_sha256: str,
+    seed: int,
+    now: float,
+) -> TaskEvaluation:
+    """The result of a scored task (``report`` None when nothing could be scored)."""
+    return TaskEvaluation(
+        task_id=task.task_id,
+        run_id=task.run_id,
+        task_type=dataset.task_type,
+        model=ModelIdentity.from_json(task.model),
+        benchmark=BenchmarkRef(
+            dataset.name,
+            dataset.benchmark_version,
+            dataset.content_sha256,
+            dataset.record_count,
+            dataset_id=dataset.dataset_id,
+        ),
+        status=RESULT_STATUS[state],
+        report=report,
+        profile=profile,
+        errors=tuple(errors),
+        provenance=Provenance(
+            contract_version=CONTRACT_VERSION,
+            evald_version=evald_server.__version__,
+            scorer=report.scorer if report is not None else "",
+            prompt_template_sha256=prompt_template_sha256,
+            dataset_sha256=dataset.content_sha256,
+            python_version=platform.python_version(),
+            platform=f"{sys.platform}-{platform.machine()}",
+            bootstrap_seed=seed,
+            dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
+        ),
+        created_at=now,
+    )

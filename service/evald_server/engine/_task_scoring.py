@@ -4,13 +4,12 @@ Scoring runs in the scoring pool's worker processes, so the event loop (and ever
 other task's inference) carries on meanwhile. A task with permanently failed or
 cancelled subtasks is scored on its successes and marked partial; one with no success
 is not scored (failed, or cancelled). A scorer failure fails that task alone, with an
-EVAL_OPERATOR_ERROR. The result and the task's final state are written together with
-the ``task_scored`` event (and the run's end when it was the last task).
+EVAL_OPERATOR_ERROR. The result (assembled in ``_results``) and the task's final state
+are written together with the ``task_scored`` event (and the run's end when it was the
+last task).
 """
 
 import logging
-import platform
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -19,25 +18,10 @@ from typing import Protocol
 import anyio
 import anyio.abc
 
-import evald_server
-from evald_server.domain import (
-    RESULT_STATUS,
-    ErrorReason,
-    EvalError,
-    RunState,
-    TaskState,
-    TaskType,
-    task_outcome,
-)
+from evald_server.domain import EvalError, RunState, TaskState, TaskType, task_outcome
 from evald_server.engine._profile import build_profile
 from evald_server.engine._prompting import task_prompt
-from evald_server.engine._results import (
-    CONTRACT_VERSION,
-    BenchmarkRef,
-    ModelIdentity,
-    Provenance,
-    TaskEvaluation,
-)
+from evald_server.engine._results import assemble_evaluation, failure_errors
 from evald_server.engine._spec import RunSpec
 from evald_server.scoring import (
     EncodedPage,
@@ -45,7 +29,6 @@ from evald_server.scoring import (
     SampleSource,
     ScoreReport,
     ScoringFailure,
-    scorer_dependencies,
 )
 from evald_server.store import EventRow, SampleScoreRow, Store, TaskFinish
 
@@ -54,14 +37,17 @@ _PAGE = 2000
 
 
 class ScoringPort(Protocol):
-    """What the watcher needs of the scoring pool."""
+    """What the task scorer needs of the scoring pool."""
 
     async def score(
         self, task_type: TaskType, samples: SampleSource, *, seed: int, timeout_s: float
     ) -> ScoreReport: ...
 
 
-class Watcher:
+class TaskScorer:
+    """Scores the tasks it is given (``schedule``) whose subtasks are all terminal, at
+    most ``concurrency`` at once, and writes each result with the task's final state."""
+
     def __init__(
         self,
         store: Store,
@@ -136,45 +122,19 @@ class Watcher:
                 errors.append(failure.error)
         scoring_time = time.perf_counter() - started
         inputs = await self._store.profile_inputs(task_id)
-        errors.extend(
-            EvalError.of(
-                ErrorReason(reason),
-                f"{count} sample(s) failed permanently with {reason}",
-                samples=count,
-            )
-            for reason, count in inputs.failure_reasons
-            if reason in ErrorReason.__members__.values()
-        )
+        errors.extend(failure_errors(inputs.failure_reasons))
         state = task_outcome(counters, scorer_failed=report is None and counters.succeeded > 0)
         now = time.time()
-        evaluation = TaskEvaluation(
-            task_id=task_id,
-            run_id=task.run_id,
-            task_type=dataset.task_type,
-            model=ModelIdentity.from_json(task.model),
-            benchmark=BenchmarkRef(
-                dataset.name,
-                dataset.benchmark_version,
-                dataset.content_sha256,
-                dataset.record_count,
-                dataset_id=dataset.dataset_id,
-            ),
-            status=RESULT_STATUS[state],
+        evaluation = assemble_evaluation(
+            task,
+            dataset,
+            state=state,
             report=report,
             profile=build_profile(inputs, scoring_time_s=scoring_time),
-            errors=tuple(errors),
-            provenance=Provenance(
-                contract_version=CONTRACT_VERSION,
-                evald_version=evald_server.__version__,
-                scorer=report.scorer if report is not None else "",
-                prompt_template_sha256=prompt.sha256(),
-                dataset_sha256=dataset.content_sha256,
-                python_version=platform.python_version(),
-                platform=f"{sys.platform}-{platform.machine()}",
-                bootstrap_seed=spec.seed,
-                dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
-            ),
-            created_at=now,
+            errors=errors,
+            prompt_template_sha256=prompt.sha256(),
+            seed=spec.seed,
+            now=now,
         )
         scores: Iterable[SampleScoreRow] = ()
         if report is not None:
