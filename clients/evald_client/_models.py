@@ -1,4 +1,4 @@
-"""The typed objects of datasets, models, runs and samples (converted in ``_convert``).
+"""The typed objects of datasets, models, runs and samples (converted in ``_convert_runs``).
 
 All are frozen: they are snapshots of what the server said. ``GenerationParams``,
 ``RetryPolicy`` and ``DatasetRef`` are also built by callers, for ``create_run``.
