@@ -21,13 +21,8 @@ from evald_client import (
     SampleFailed,
     StateChanged,
 )
-from tests.api._support import (
-    assert_reason,
-    classification,
-    raw_stub,
-    simulated,
-    stream_fails,
-)
+from tests._shared import classification_records, simulated_model
+from tests.api._support import assert_reason, raw_stub, stream_fails
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -43,31 +38,29 @@ TERMINAL = {
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     config = make_config(
         tmp_path_factory.mktemp("watch"),
         models=[
             # Half the calls fail for good (no retries): a sample_failed event each.
-            simulated("sim-flaky", latency_ms=15, max_concurrency=2, fault_rate=0.5),
-            simulated("sim-broken", latency_ms=0, max_concurrency=8, fault_rate=1.0),
-            simulated("sim-slow", latency_ms=30_000, max_concurrency=1),
+            simulated_model("sim-flaky", latency_ms=15, max_concurrency=2, fault_rate=0.5),
+            simulated_model("sim-broken", latency_ms=0, max_concurrency=8, fault_rate=1.0),
+            simulated_model("sim-slow", latency_ms=30_000, max_concurrency=1),
         ],
         limits={"events_retained_per_run": RETAINED},
     )
     async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
         await client.upload_dataset(
-            name="small", version="1.0.0", task_type="classification", records=classification(24)
+            name="small",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(24, prefix="c"),
         )
         await client.upload_dataset(
             name="large",
             version="1.0.0",
             task_type="classification",
-            records=classification(RETAINED + 10),
+            records=classification_records(RETAINED + 10),
         )
         yield bound
 

@@ -16,7 +16,8 @@ import anyio
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
 from evald_server.config import parse_config
 from evald_server.domain import TaskType
-from tests.engine._support import TENANT, InlineScoring, classification_jsonl
+from tests._shared import classification_jsonl
+from tests.engine._support import TENANT, InlineScoring
 
 
 async def main(config_text: str, records: int) -> None:

@@ -1,6 +1,5 @@
 """Shared helpers for engine tests: configs, datasets, an in-process scorer, waiting."""
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,8 @@ from evald_server.scoring import (
     read_samples,
     score_task,
 )
+from tests._shared import classification_jsonl
+from tests.harness import config_data
 
 TENANT = "tenant-a"
 
@@ -28,43 +29,14 @@ def make_config(
     engine: dict[str, Any] | None = None,
     **limits: Any,
 ) -> ServerConfig:
+    """An in-process server's config: the server section at its defaults (10 s grace)."""
+    tables = [m.model_dump() if isinstance(m, ModelConfig) else m for m in models]
     return parse_config(
-        {
-            "store": {"url": f"sqlite:///{tmp_path}/evald.sqlite3"},
-            "limits": limits,
-            "engine": engine or {},
-            "models": [m.model_dump() if isinstance(m, ModelConfig) else m for m in models],
-        }
+        config_data(tmp_path, models=tables, limits=limits, server={}, engine=engine)
     )
 
 
 FAST_RETRIES = RetryPolicy(max_retries=3, backoff_s=(0.05,), jitter=0.0)
-
-
-def simulated(
-    model_id: str, *, latency_ms: float = 1.0, concurrency: int = 8, **sim: Any
-) -> dict[str, Any]:
-    return {
-        "id": model_id,
-        "provider": "simulated",
-        "max_concurrency": concurrency,
-        "simulator": {"latency_ms_median": latency_ms, "latency_sigma": 0.0, **sim},
-    }
-
-
-def classification_jsonl(records: int, *, prefix: str = "r") -> bytes:
-    lines = [
-        json.dumps(
-            {
-                "id": f"{prefix}{i}",
-                "input": f"review number {i}",
-                "label": "pos" if i % 2 else "neg",
-                "choices": ["pos", "neg"],
-            }
-        )
-        for i in range(records)
-    ]
-    return ("\n".join(lines) + "\n").encode()
 
 
 async def upload(app: Evald, name: str, records: int, *, tenant: str = TENANT) -> None:

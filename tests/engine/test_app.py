@@ -20,15 +20,8 @@ from evald_server.domain import (
     TaskType,
 )
 from evald_server.fake_provider import FakeConfig, FakeProvider
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    classification_jsonl,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import classification_jsonl, simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 HEADER = DatasetHeader(name="sst", benchmark_version="1.0.0", task_type=TaskType.CLASSIFICATION)
 
@@ -37,7 +30,7 @@ HEADER = DatasetHeader(name="sst", benchmark_version="1.0.0", task_type=TaskType
 async def test_the_upload_cap_comes_from_the_engine_section(tmp_path: Path) -> None:
     data = classification_jsonl(60)
     cap = len(data) - 1
-    config = make_config(tmp_path, [simulated("sim")], engine={"max_upload_bytes": cap})
+    config = make_config(tmp_path, [simulated_model("sim")], engine={"max_upload_bytes": cap})
     async with Evald.open(config, scoring=InlineScoring()) as app:
         with pytest.raises(ResourceExhausted) as refused:
             await app.datasets.upload(TENANT, HEADER, [data[:100], data[100:]])
@@ -52,7 +45,7 @@ async def test_the_upload_cap_comes_from_the_engine_section(tmp_path: Path) -> N
 @pytest.mark.anyio
 async def test_dataset_versions_are_immutable_and_uploads_idempotent(tmp_path: Path) -> None:
     async with Evald.open(
-        make_config(tmp_path, [simulated("sim")]), scoring=InlineScoring()
+        make_config(tmp_path, [simulated_model("sim")]), scoring=InlineScoring()
     ) as app:
         first, created = await app.datasets.upload(TENANT, HEADER, [classification_jsonl(4)])
         assert created
@@ -92,7 +85,7 @@ async def test_dataset_versions_are_immutable_and_uploads_idempotent(tmp_path: P
 @pytest.mark.anyio
 async def test_create_run_validates_models_datasets_and_limits(tmp_path: Path) -> None:
     config = make_config(
-        tmp_path, [simulated("sim")], max_subtasks_per_run=10, max_runs_in_flight_per_tenant=1
+        tmp_path, [simulated_model("sim")], max_subtasks_per_run=10, max_runs_in_flight_per_tenant=1
     )
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 4)
@@ -129,7 +122,7 @@ async def test_create_run_validates_models_datasets_and_limits(tmp_path: Path) -
 @pytest.mark.anyio
 async def test_list_runs_pages_with_validated_tokens(tmp_path: Path) -> None:
     async with Evald.open(
-        make_config(tmp_path, [simulated("sim")]), scoring=InlineScoring()
+        make_config(tmp_path, [simulated_model("sim")]), scoring=InlineScoring()
     ) as app:
         await upload(app, "d", 1)
         spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
@@ -231,7 +224,9 @@ async def test_a_scorer_failure_fails_only_that_task(tmp_path: Path) -> None:
                 return await InlineScoring(fail=True).score_samples(task_type, samples, seed=seed)
             return await super().score_samples(task_type, samples, seed=seed)
 
-    async with Evald.open(make_config(tmp_path, [simulated("sim")]), scoring=FailOnSeven()) as app:
+    async with Evald.open(
+        make_config(tmp_path, [simulated_model("sim")]), scoring=FailOnSeven()
+    ) as app:
         await upload(app, "seven", 7)
         await upload(app, "three", 3)
         spec = RunSpec(

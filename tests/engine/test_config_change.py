@@ -8,21 +8,17 @@ import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
 from evald_server.domain import EventKind, ResultStatus, RunState, TaskState
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 
 @pytest.mark.anyio
 async def test_a_model_gone_after_a_restart_fails_its_work_and_the_run_ends(
     tmp_path: Path,
 ) -> None:
-    both = make_config(tmp_path, [simulated("kept"), simulated("gone", latency_ms=60_000)])
+    both = make_config(
+        tmp_path, [simulated_model("kept"), simulated_model("gone", latency_ms=60_000)]
+    )
     both = both.model_copy(update={"server": both.server.model_copy(update={"grace_s": 0.2})})
     async with Evald.open(both, scoring=InlineScoring()) as app:
         await upload(app, "d", 3)
@@ -33,7 +29,7 @@ async def test_a_model_gone_after_a_restart_fails_its_work_and_the_run_ends(
                 if event.kind is EventKind.TASK_SCORED:
                     break
     # Restart without "gone": its calls were released by the drain, never answered.
-    only_kept = make_config(tmp_path, [simulated("kept")])
+    only_kept = make_config(tmp_path, [simulated_model("kept")])
     async with Evald.open(only_kept, scoring=InlineScoring()) as app:
         await wait_until_finished(app, run.run_id, timeout_s=30)
         done = await app.runs.get(TENANT, run.run_id)

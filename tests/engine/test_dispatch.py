@@ -16,14 +16,8 @@ from evald_server.domain import (
     TaskState,
 )
 from evald_server.fake_provider import FakeConfig, FakeProvider
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 
 @pytest.mark.anyio
@@ -148,7 +142,7 @@ async def test_repeat_runs_every_record_k_times(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_create_run_is_idempotent_per_request_id(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim")])
+    config = make_config(tmp_path, [simulated_model("sim")])
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 3)
         spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
@@ -166,7 +160,8 @@ async def test_create_run_is_idempotent_per_request_id(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_the_first_finished_task_is_scored_while_another_still_runs(tmp_path: Path) -> None:
     config = make_config(
-        tmp_path, [simulated("fast", latency_ms=1), simulated("slow", latency_ms=60_000)]
+        tmp_path,
+        [simulated_model("fast", latency_ms=1), simulated_model("slow", latency_ms=60_000)],
     )
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 4)

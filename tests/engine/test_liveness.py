@@ -20,7 +20,8 @@ import pytest
 from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
 from evald_server.domain import FailedPrecondition, RunState
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
-from tests.engine._support import TENANT, InlineScoring, make_config, simulated, upload
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload
 
 _FAST = RetryPolicy(max_retries=2, backoff_s=(0.02, 0.05), jitter=0.5)
 _STALL_S = 3.0  # a lane with buffered work and no call for this long is stalled
@@ -53,10 +54,10 @@ def _shape(seed: int) -> _Shape:
     fake_ids = [m for m in model_ids if rng.random() < 0.3]
     caps = {m: rng.randint(1, 5) for m in model_ids}
     models = [
-        simulated(
+        simulated_model(
             m,
             latency_ms=rng.choice((0.5, 2.0, 6.0)),
-            concurrency=caps[m],
+            max_concurrency=caps[m],
             fault_rate=rng.choice((0.0, 0.0, 0.15)),
             accuracy=0.8,
             seed=seed,
@@ -181,7 +182,9 @@ async def test_a_run_limit_over_two_models_lets_both_finish(tmp_path: Path) -> N
     """The shape that wedged a model: two models of 4, one run over both limited to 2,
     then a later run on the second model alone."""
     config = make_config(
-        tmp_path, [simulated("a", concurrency=4), simulated("b", concurrency=4)], max_inflight=16
+        tmp_path,
+        [simulated_model("a", max_concurrency=4), simulated_model("b", max_concurrency=4)],
+        max_inflight=16,
     )
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 40)

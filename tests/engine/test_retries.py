@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
@@ -15,6 +14,7 @@ from evald_server.domain import (
     SubtaskState,
 )
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
+from tests._shared import wait_for
 from tests.engine._support import (
     FAST_RETRIES,
     TENANT,
@@ -144,10 +144,12 @@ async def test_a_waiting_retry_survives_a_restart_and_runs_when_due(tmp_path: Pa
             run = await app.runs.create(TENANT, spec)
             await fake.wait_until(lambda j: j.outcomes().get("http_503") == 1, timeout_s=30)
             waiting = (SubtaskState.FAILED,)
-            with anyio.fail_after(10):
+
+            async def failed_once() -> bool:
                 # The outcome is committed by another task: poll the store for it.
-                while not (await app.runs.samples(TENANT, run.run_id, states=waiting)).items:  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
+                return bool((await app.runs.samples(TENANT, run.run_id, states=waiting)).items)
+
+            await wait_for(failed_once, timeout_s=10, every_s=0.01)
         # The retry time is in the store: a new process picks it up when it falls due.
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await wait_until_finished(app, run.run_id)

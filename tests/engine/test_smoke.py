@@ -6,20 +6,14 @@ import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
 from evald_server.domain import EventKind, ResultStatus, RunState, SubtaskState
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 
 @pytest.mark.anyio
 async def test_a_run_executes_scores_and_reports(tmp_path: Path) -> None:
     config = make_config(
-        tmp_path, [simulated("sim-a"), simulated("sim-b")], engine={"heartbeat_s": 0.5}
+        tmp_path, [simulated_model("sim-a"), simulated_model("sim-b")], engine={"heartbeat_s": 0.5}
     )
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d1", 20)

@@ -18,14 +18,8 @@ from evald_server.app import DatasetRef, Evald, RunSpec
 from evald_server.domain import EventKind, RunState
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
 from evald_server.store import EventRow, NewEvent
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 
 async def _donor_events(app: Evald) -> list[EventRow]:
@@ -89,7 +83,7 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
     async with FakeProvider(FakeConfig(latency_ms=1.0, faults=(fault,), seed=seed)) as fake:
         models = [
             fake.model_config("faulty", max_concurrency=4),
-            simulated("idle", latency_ms=600_000.0, concurrency=1),
+            simulated_model("idle", latency_ms=600_000.0, max_concurrency=1),
         ]
         config = make_config(tmp_path, models, engine={"heartbeat_s": 0.05})
         async with Evald.open(config, scoring=InlineScoring()) as app:

@@ -28,11 +28,6 @@ from tests.scoring.test_intervals import BUILDERS
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 def pool() -> Iterator[ScoringPool]:
     # One worker slot: a stuck worker would block every later test of this module.
     scoring_pool = ScoringPool(
