@@ -36,8 +36,6 @@ from evald_server.scoring._sample_scores import columnar
 from evald_server.scoring._types import ScoreReport, ScoringSample
 
 _log = logging.getLogger(__name__)
-_READY = "ready"
-_END = "end"  # the last message of a job
 _PAGE = 2000  # samples per message when they are given in memory
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 5.0
@@ -50,7 +48,7 @@ def default_workers() -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Job:
-    """Opens a job; its samples follow in pages, then ``_END`` (see ``_worker_main``)."""
+    """Opens a job; its samples follow in pages, then a ``_JobEnd`` (see ``_worker_main``)."""
 
     scorer: Scorer | None  # an injected scorer; None: the registry's
     task_type: TaskType
@@ -59,28 +57,49 @@ class _Job:
     resamples: int
 
 
+@dataclass(frozen=True, slots=True)
+class _JobEnd:
+    """The last message of a job: score the pages that came (see ``_worker_main``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """A worker's one message per job: the report, or the exception the job raised.
+
+    A worker also sends an empty one when it has started and is ready for jobs."""
+
+    report: ScoreReport | None = None
+    error_type: str = ""
+    traceback: str = ""
+
+    @classmethod
+    def failed(cls, exc: BaseException) -> "_Reply":
+        return cls(error_type=type(exc).__name__, traceback=traceback.format_exc())
+
+
+_READY = _Reply()
 _Page = EncodedPage | Sequence[ScoringSample]
-_Reply = tuple[str, Any] | tuple[str, str, str]
 
 
 def _score(job: _Job | None, samples: Sequence[ScoringSample]) -> _Reply:
     if job is None:
-        return ("error", "RuntimeError", "samples arrived without a job\n")
+        return _Reply(error_type="RuntimeError", traceback="samples arrived without a job\n")
     try:
         scorer = job.scorer or scorer_for(job.task_type)
         report = scorer.score(samples, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples)
         # Columns, whatever the scorer returned: the server reads them row by row.
-        return ("ok", replace(report, sample_scores=columnar(report.sample_scores)))
+        return _Reply(replace(report, sample_scores=columnar(report.sample_scores)))
     except Exception as exc:
-        return ("error", type(exc).__name__, traceback.format_exc())
+        return _Reply.failed(exc)
 
 
 def _worker_main(conn: Connection) -> None:
     """Worker process: answer jobs until told to stop or the pipe closes.
 
     A job is a ``_Job``, its pages of samples (decoded as they arrive, while the server
-    reads the next one) and ``_END``; the reply is sent after ``_END`` only, so a page
-    that fails still lets the server send the rest and read one reply.
+    reads the next one) and a ``_JobEnd``; the ``_Reply`` is sent after the end only, so
+    a page that fails still lets the server send the rest and read one reply. ``None``
+    stops the worker.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     conn.send(_READY)
@@ -94,26 +113,26 @@ def _worker_main(conn: Connection) -> None:
         except EOFError:
             return
         except Exception as exc:  # a message that cannot be unpickled here
-            failure = failure or ("error", type(exc).__name__, traceback.format_exc())
+            failure = failure or _Reply.failed(exc)
             continue
         if message is None:
             return
         if isinstance(message, _Job):
             job, decoder, samples, failure = message, PageDecoder(), [], None
-        elif isinstance(message, str):  # _END
+        elif isinstance(message, _JobEnd):
             reply = failure or _score(job, samples)
             job, decoder, samples, failure = None, PageDecoder(), [], None
             try:
                 conn.send(reply)
             except Exception as exc:  # a report that cannot be pickled
-                conn.send(("error", type(exc).__name__, traceback.format_exc()))
+                conn.send(_Reply.failed(exc))
             del reply
         elif failure is None:
             try:
                 page: _Page = message
                 samples.extend(decoder.decode(page) if isinstance(page, EncodedPage) else page)
             except Exception as exc:
-                failure = ("error", type(exc).__name__, traceback.format_exc())
+                failure = _Reply.failed(exc)
 
 
 class _SourceFailed(Exception):
@@ -274,14 +293,12 @@ class ScoringPool:
                 self._checkin(worker, healthy)
         finally:
             lease.release()
-        if reply[0] == "ok":
-            report: ScoreReport = reply[1]
-            return report
-        _, exc_type, formatted = reply
-        _log.error("scorer %s raised %s:\n%s", name, exc_type, formatted)
+        if reply.report is not None:
+            return reply.report
+        _log.error("scorer %s raised %s:\n%s", name, reply.error_type, reply.traceback)
         raise ScoringFailure(
             ErrorReason.SCORER_FAILED,
-            f"scorer {name} failed with {exc_type} (details in the server log)",
+            f"scorer {name} failed with {reply.error_type} (details in the server log)",
             scorer=name,
         )
 
@@ -296,7 +313,7 @@ class ScoringPool:
         samples: Sequence[ScoringSample] | SampleSource,
         budget: anyio.CancelScope,
         lease: "_Lease",
-    ) -> Any:
+    ) -> _Reply:
         """Send the job and its pages, then wait for the reply (in threads: pipes block)."""
         await self._in_thread(worker.conn.send, job)
         if isinstance(samples, Sequence):
@@ -318,10 +335,13 @@ class ScoringPool:
                     budget.deadline += anyio.current_time() - started
                 await self._in_thread(worker.conn.send, page)
                 del page
-        await self._in_thread(worker.conn.send, _END)
+        await self._in_thread(worker.conn.send, _JobEnd())
         while not await self._in_thread(worker.conn.poll, _LANE_POLL_S):
             lease.move_if_long()  # the worker is still scoring
-        return await self._in_thread(worker.conn.recv)
+        reply = await self._in_thread(worker.conn.recv)
+        if not isinstance(reply, _Reply):
+            raise TypeError(f"a scoring worker answered {type(reply).__name__}, not a reply")
+        return reply
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         # Abandoned on cancellation: the worker is then killed, which ends the call.
