@@ -317,6 +317,7 @@ class Dispatcher:
         try:
             with scope:
                 ticket = await self._admit(lane, item, ctx)
+                control = self.rate.model(lane.model_id)
                 headers: list[RateLimitInfo] = []
                 outcome: SubtaskOutcome | None = None
                 try:
@@ -325,16 +326,18 @@ class Dispatcher:
                         await self._acquire(lane, lane.limit, MODEL_LIMIT)
                         try:
                             attempted = True
-                            self.rate.model(lane.model_id).sending(ticket)
+                            control.sending(ticket)
                             outcome = await self._call(lane, item, ctx, headers.append)
                             return outcome
                         finally:
+                            # Before the slot is freed: a 429's decrease must apply
+                            # before the slot can go to a waiting call.
+                            control.finished(ticket, outcome, headers[-1] if headers else None)
                             lane.limit.release()
                     finally:
                         self._limiter.server.release()
                 finally:
-                    info = headers[-1] if headers else None
-                    self.rate.model(lane.model_id).finished(ticket, outcome, info)
+                    control.finished(ticket, outcome, headers[-1] if headers else None)
             release = item.run_id not in self._cancelled_runs
             return aborted(
                 item,
