@@ -161,7 +161,11 @@ class Watcher:
             ),
             status=RESULT_STATUS[state],
             report=report,
-            profile=build_profile(inputs, scoring_time_s=scoring_time),
+            profile=build_profile(
+                inputs,
+                scoring_time_s=scoring_time,
+                priced=ModelIdentity.from_json(task.model).price is not None,
+            ),
             errors=tuple(errors),
             provenance=Provenance(
                 contract_version=CONTRACT_VERSION,
