@@ -19,6 +19,7 @@ from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskS
 from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
 from evald_client._events import RunEvent
 from evald_client._models import (
+    Budget,
     Dataset,
     DatasetOptions,
     DatasetRef,
@@ -213,12 +214,14 @@ class AsyncEvaldClient:
         dataset_options: Sequence[DatasetOptions] = (),
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
+        budget: Budget | None = None,
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
         ``dataset_options`` set generation parameters, prompt options and choice
         scoring for single datasets (winning over ``generation``, ``prompt`` and
-        ``choice_scoring``, which apply to every dataset of the run).
+        ``choice_scoring``, which apply to every dataset of the run). ``budget`` caps
+        what the run may spend (cost in USD, tokens).
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -239,6 +242,8 @@ class AsyncEvaldClient:
             spec.prompt.CopyFrom(convert.prompt_to_proto(prompt))
         if choice_scoring is not None:
             spec.choice_scoring = convert.choice_scoring_to_proto(ChoiceScoring(choice_scoring))
+        if budget is not None:
+            spec.budget.CopyFrom(convert.budget_to_proto(budget))
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return convert.run_from_proto(response.run)

@@ -45,6 +45,8 @@ from evald_client._events import (
     TaskScored,
 )
 from evald_client._models import (
+    Budget,
+    Cost,
     Dataset,
     DatasetOptions,
     DatasetRef,
@@ -52,6 +54,7 @@ from evald_client._models import (
     GenerationParams,
     Model,
     PromptOptions,
+    RetryCounts,
     RetryPolicy,
     Run,
     RunProgress,
@@ -188,7 +191,37 @@ def retry_policy_to_proto(policy: RetryPolicy) -> run_pb2.RetryPolicy:
         message.jitter_fraction = policy.jitter_fraction
     if policy.retry_after_cap_s is not None:
         message.retry_after_cap.CopyFrom(_duration(policy.retry_after_cap_s))
+    for name in _CLASS_BUDGETS:
+        if getattr(policy, name) is not None:
+            setattr(message, name, getattr(policy, name))
     return message
+
+
+_CLASS_BUDGETS = ("max_rate_limited_retries", "max_timeout_retries", "max_transient_retries")
+
+
+def budget_to_proto(budget: Budget) -> run_pb2.RunBudget:
+    message = run_pb2.RunBudget()
+    if budget.max_cost_usd is not None:
+        message.max_cost_usd = budget.max_cost_usd
+    if budget.max_tokens is not None:
+        message.max_tokens = budget.max_tokens
+    return message
+
+
+def cost_from_proto(message: run_pb2.Cost) -> Cost:
+    return Cost(
+        cost_usd=message.cost_usd,
+        tokens=message.tokens,
+        estimated=message.estimated,
+        priced=message.priced,
+    )
+
+
+def retry_counts_from_proto(message: run_pb2.RetryCounts) -> RetryCounts:
+    return RetryCounts(
+        rate_limited=message.rate_limited, timeout=message.timeout, transient=message.transient
+    )
 
 
 def dataset_ref_to_proto(ref: DatasetRef) -> dataset_pb2.DatasetRef:
@@ -340,6 +373,7 @@ def progress_from_proto(message: run_pb2.RunProgress) -> RunProgress:
     return RunProgress(
         counts=counts_from_proto(message.counts),
         tasks=tuple(task_progress_from_proto(task) for task in message.tasks),
+        cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
     )
 
 
@@ -351,6 +385,7 @@ def retry_policy_from_proto(message: run_pb2.RetryPolicy) -> RetryPolicy:
         retry_after_cap_s=(
             _seconds(message.retry_after_cap) if message.HasField("retry_after_cap") else None
         ),
+        **{name: _optional(message, name) for name in _CLASS_BUDGETS},
     )
 
 
@@ -367,6 +402,12 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
         dataset_options=tuple(dataset_options_from_proto(o) for o in message.dataset_options),
         prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
         choice_scoring=_choice_scoring(message.choice_scoring),
+        budget=Budget(
+            max_cost_usd=_optional(message.budget, "max_cost_usd"),
+            max_tokens=_optional(message.budget, "max_tokens"),
+        )
+        if message.HasField("budget")
+        else None,
     )
 
 
@@ -382,6 +423,7 @@ def run_from_proto(message: run_pb2.Run) -> Run:
         last_seq=message.last_seq,
         request_id=message.request_id,
         cancel_requested=message.cancel_requested,
+        cancel_reason=message.cancel_reason,
     )
 
 
@@ -428,6 +470,8 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         ),
         decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
         truncated_fields={t.field: t.full_bytes for t in message.truncated_fields},
+        cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
+        failed_attempts=retry_counts_from_proto(message.failed_attempts),
     )
 
 
@@ -449,6 +493,7 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
             state=run_state_from_proto(changed.state),
             previous=run_state_from_proto(changed.previous),
             cancel_requested=changed.cancel_requested,
+            cancel_reason=changed.cancel_reason,
         )
     if kind == "progress":
         snapshot = message.progress
@@ -475,6 +520,7 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
             model_id=failed.model_id,
             attempts=failed.attempts,
             error=eval_error_from_proto(failed.error),
+            failed_attempts=retry_counts_from_proto(failed.failed_attempts),
         )
     if kind == "heartbeat":
         return Heartbeat(**{**base, "seq": message.heartbeat.current_seq or message.seq})
@@ -547,6 +593,7 @@ def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
         samples_empty=message.samples_empty,
         samples_without_usage=message.samples_without_usage,
         decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
+        cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
     )
 
 
