@@ -4,13 +4,19 @@ price over the fake's journal; unknown usage is estimated and says so; a budget 
 the run, cancelled with its reason, its finished work scored, within the calls then in
 flight, and holds across a restart."""
 
+import io
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
+from rich.console import Console
 
+from evald_cli._dashboard import RunView, render
+from evald_cli._render import cost_text
+from evald_cli.main import main as cli_main
 from evald_client import (
     AsyncEvaldClient,
     Budget,
@@ -192,3 +198,54 @@ async def test_progress_events_carry_the_runs_cost(tmp_path: Path) -> None:
     assert seen == sorted(seen)
     assert done.progress.cost is not None
     assert seen[-1] <= done.progress.cost.tokens
+
+
+SPEC = """
+models = ["m1"]
+datasets = ["d@1.0.0"]
+
+[retry_policy]
+max_retries = 1
+max_rate_limited_retries = 30
+backoff_s = [0.02]
+
+[budget]
+max_tokens = 200
+"""
+
+
+async def test_the_cli_submits_budgets_and_shows_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evald submit` takes the budget and retry keys of a spec file; `evald results`
+    and the dashboard show what the run cost and why it stopped."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    async with FakeProvider(FakeConfig(latency_ms=10)) as fake:
+        config = make_config(tmp_path, models=[_model(fake, max_concurrency=2)])
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            await _upload(client, 100)
+            code = await anyio.to_thread.run_sync(
+                cli_main, ["submit", str(spec), "--server", address]
+            )
+            assert code == 0
+            run_id = capsys.readouterr().out.strip()
+            done = await client.wait(run_id, timeout_s=60)
+            assert done.spec.budget == Budget(max_tokens=200)
+            assert done.spec.retry_policy.max_rate_limited_retries == 30
+            assert done.state is RunState.CANCELLED
+            code = await anyio.to_thread.run_sync(
+                cli_main, ["results", run_id, "--server", address]
+            )
+            table = capsys.readouterr().out
+            (result,) = await client.results(run_id)
+            view = RunView.of(done)
+    assert code == 0
+    assert result.execution.cost is not None
+    assert "cost" in table
+    assert cost_text(result.execution.cost) in table  # e.g. $0.0009
+    console = Console(file=io.StringIO(), width=250, force_terminal=True, record=True)
+    console.print(render(view))
+    dashboard = console.export_text()
+    assert f"cost {cost_text(done.progress.cost)}" in dashboard
+    assert "budget reached: used " in dashboard
