@@ -254,3 +254,22 @@ async def test_a_limit_the_provider_states_becomes_the_budget() -> None:
 
 def _now() -> float:
     return time.monotonic()
+
+
+@pytest.mark.anyio
+async def test_a_calls_in_flight_count_is_of_calls_sent_before_it() -> None:
+    """A burst of waiters admitted at once holds slots before any of them has sent:
+    the limit's in-use count says 32 for each, but the 17th to go out was sent with 16
+    others in flight, and that is what a 429 of it decreases from."""
+    limiter = Limiter(64, {"m": 32})
+    control = ModelRateControl("m", RateSettings(max_concurrency=32), limiter.model("m"), _now)
+    tickets = [await control.admit() for _ in range(3)]
+    for _ in range(3):
+        assert limiter.model("m").try_acquire()  # all three hold a slot first
+    control.sending(tickets[0])
+    control.sending(tickets[1])
+    assert [t.in_flight for t in tickets[:2]] == [1, 2]
+    control.finished(tickets[0], _outcome(OutcomeKind.SUCCEEDED), None)
+    control.finished(tickets[0], _outcome(OutcomeKind.SUCCEEDED), None)  # settled once only
+    control.sending(tickets[2])
+    assert tickets[2].in_flight == 2

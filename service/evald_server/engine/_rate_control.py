@@ -97,7 +97,6 @@ class Aimd:
         self._decreased_at = -math.inf
         self._changed_at = -math.inf  # the last decrease or additive increase
         self._successes = 0
-        self.converged_at: float | None = None  # the first decrease (for the benchmark)
         self._created = now
 
     @property
@@ -181,7 +180,7 @@ class Ticket:
     model_id: str
     estimate: TokenEstimate
     sent_at: float
-    in_flight: int = 0  # the model's calls in flight when it was sent, itself included
+    in_flight: int = 0  # the model's calls sent and unfinished when it went, itself included
     at_limit: bool = False  # it took the model limit's last free slot
     settled: bool = False  # ``finished`` has seen it
 
@@ -234,6 +233,7 @@ class ModelRateControl:
         self._answers = 0
         self.rate_limited = 0
         self.waiting = 0
+        self._sent = 0  # calls sent and not yet finished
         self.learned = False  # a budget came from the provider's x-ratelimit-limit-*
         if self.aimd is not None:
             limit.set_capacity(self.aimd.capacity)
@@ -276,8 +276,11 @@ class ModelRateControl:
     def sending(self, ticket: Ticket) -> None:
         """The call holds its slots and goes out now: the time AIMD judges it by."""
         ticket.sent_at = self._clock()
-        ticket.in_flight = self._limit.in_use
-        ticket.at_limit = ticket.in_flight >= self._limit.capacity
+        # Calls actually sent, in the order they went: a slot holder that has not sent
+        # yet (a burst of waiters admitted at once) does not count for this one.
+        self._sent += 1
+        ticket.in_flight = self._sent
+        ticket.at_limit = self._limit.in_use >= self._limit.capacity
 
     def finished(
         self, ticket: Ticket, outcome: SubtaskOutcome | None, info: RateLimitInfo | None
@@ -288,6 +291,8 @@ class ModelRateControl:
         if ticket.settled:
             return
         ticket.settled = True
+        if ticket.in_flight:
+            self._sent -= 1
         now = self._clock()
         if info is not None:
             self._read_headers(info, ticket.estimated_tokens, now)
