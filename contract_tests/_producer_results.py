@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
-from evald.v1 import enums_pb2, errors_pb2, model_pb2, payloads_pb2, result_pb2
+from evald.v1 import enums_pb2, errors_pb2, model_pb2, payloads_pb2, result_pb2, run_pb2
 
 _T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -117,6 +117,7 @@ def _shell(task_type: str, payload: Message) -> result_pb2.TaskEvaluationResult:
             samples_empty=1,
             samples_without_usage=0,
             decode_tokens_per_second=31.25,
+            cost=run_pb2.Cost(cost_usd=0.0192, estimated=False, tokens=6720, priced=True),
         ),
         repeat_stats=result_pb2.RepeatStats(
             repeats=2, records=39, mean_within_record_stddev=0.125, consistent_record_fraction=0.9

@@ -163,6 +163,7 @@ async def _create(client: AsyncEvaldClient, spec: RunSpecFile, request_id: str |
         max_concurrency=spec.max_concurrency,
         repeat=spec.repeat,
         retry_policy=spec.retry(),
+        budget=spec.run_budget(),
         generation=spec.generation_params(),
         labels=spec.labels,
         request_id=request_id or spec.request_id,

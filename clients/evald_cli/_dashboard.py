@@ -19,8 +19,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from evald_cli._render import is_latency
+from evald_cli._render import cost_text, is_latency
 from evald_client import (
+    Cost,
     ModelActivity,
     Progress,
     Run,
@@ -54,6 +55,8 @@ class RunView:
     scored: dict[str, TaskResult] = field(default_factory=dict)
     failures: deque[SampleFailed] = field(default_factory=lambda: deque(maxlen=_LATEST_FAILURES))
     failure_count: int = 0
+    cost: Cost | None = None
+    cancel_reason: str = ""
 
     @classmethod
     def of(cls, run: Run) -> "RunView":
@@ -63,13 +66,17 @@ class RunView:
             state=run.state,
             counts=run.progress.counts,
             tasks={t.task_id: t for t in run.progress.tasks},
+            cost=run.progress.cost,
+            cancel_reason=run.cancel_reason,
         )
 
     def apply(self, event: RunEvent) -> None:
         if isinstance(event, StateChanged):
             self.state = event.state
+            self.cancel_reason = event.cancel_reason or self.cancel_reason
         elif isinstance(event, Progress):
             self.counts = event.progress.counts
+            self.cost = event.progress.cost or self.cost
             self.tasks.update((t.task_id, t) for t in event.progress.tasks)
             self.throughput_per_s = event.throughput_per_s
             self.throughput_known = event.throughput_known
@@ -161,6 +168,8 @@ def render(view: RunView) -> RenderableType:
         f"{counts.queued} queued, {counts.failed_permanent} failed, {counts.retrying} retrying",
         ("  ·  ", "dim"),
         _throughput(view),
+        *((("  ·  ", "dim"), f"cost {cost_text(view.cost)}") if view.cost else ()),
+        *((("  ·  ", "dim"), (view.cancel_reason, "yellow")) if view.cancel_reason else ()),
     )
     overall = Table.grid(padding=(0, 1))
     overall.add_row(

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evald_client import (
+    Cost,
     Dataset,
     FinishReason,
     MetricComparison,
@@ -148,7 +149,7 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
         table.add_column("status")
         for metric in metrics:
             table.add_column(metric, justify="right")
-        for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms"):
+        for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms", "cost"):
             table.add_column(column, justify="right")
         reasons = any(r.errors for r in group)
         if reasons:  # why a task failed or is partial, where the result says
@@ -165,10 +166,22 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}" if measured else "",
                 f"{profile.latency_p99_ms:.0f}" if measured else "",
+                cost_text(profile.cost),
                 *([failure_reasons(r)] if reasons else []),
             )
         tables.append(table)
     return tables
+
+
+def cost_text(cost: Cost | None) -> str:
+    """``$0.0123``, ``~$0.0123`` when token counts were estimated, ``12,000 tok`` when no
+    price is configured; empty when the server does not report cost."""
+    if cost is None:
+        return ""
+    mark = "~" if cost.estimated else ""
+    if not cost.priced:
+        return f"{mark}{cost.tokens:,} tok"
+    return f"{mark}${cost.cost_usd:.4f}"
 
 
 def _cut_and_empty(truncated: int, empty: int) -> Text:

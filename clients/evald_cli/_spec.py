@@ -15,6 +15,11 @@ Example (TOML)::
     [retry_policy]
     max_retries = 2
     backoff_s = [0.5, 2.0]
+    max_rate_limited_retries = 20   # 429s have their own budget (timeout, transient too)
+
+    [budget]                        # stop the run (CANCELLED) once it has spent this
+    max_cost_usd = 5.0
+    max_tokens = 2_000_000
 
     [generation]
     temperature = 0.0
@@ -42,6 +47,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from evald_cli._errors import CliError
 from evald_client import (
+    Budget,
     ChoiceScoring,
     DatasetOptions,
     DatasetRef,
@@ -96,6 +102,15 @@ class _RetryEntry(_Strict):
     backoff_s: list[Annotated[float, Field(ge=0)]] = []
     jitter_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
     retry_after_cap_s: Annotated[float, Field(ge=0)] | None = None
+    # Budgets of their own per error class; the classes without one share max_retries.
+    max_rate_limited_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+    max_timeout_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+    max_transient_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+
+
+class _BudgetEntry(_Strict):
+    max_cost_usd: Annotated[float, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
 
 
 class _GenerationEntry(_Strict):
@@ -136,6 +151,7 @@ class RunSpecFile(_Strict):
     max_concurrency: Annotated[int, Field(ge=1)] | None = None
     repeat: Annotated[int, Field(ge=1)] = 1
     retry_policy: _RetryEntry | None = None
+    budget: _BudgetEntry | None = None
     generation: _GenerationEntry | None = None
     labels: dict[str, str] = {}
     request_id: str | None = None
@@ -154,7 +170,16 @@ class RunSpecFile(_Strict):
             backoff_s=tuple(entry.backoff_s),
             jitter_fraction=entry.jitter_fraction,
             retry_after_cap_s=entry.retry_after_cap_s,
+            max_rate_limited_retries=entry.max_rate_limited_retries,
+            max_timeout_retries=entry.max_timeout_retries,
+            max_transient_retries=entry.max_transient_retries,
         )
+
+    def run_budget(self) -> Budget | None:
+        entry = self.budget
+        if entry is None:
+            return None
+        return Budget(max_cost_usd=entry.max_cost_usd, max_tokens=entry.max_tokens)
 
     def generation_params(self) -> GenerationParams | None:
         return None if self.generation is None else self.generation.params()

@@ -22,6 +22,7 @@ from evald_client._convert_common import (
 )
 from evald_client._convert_comparison import comparison_from_proto, model_pair_to_proto
 from evald_client._convert_requests import (
+    budget_to_proto,
     choice_scoring_to_proto,
     dataset_options_to_proto,
     dataset_ref_to_proto,
@@ -40,6 +41,7 @@ from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskS
 from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
 from evald_client._events import RunEvent
 from evald_client._models import (
+    Budget,
     Dataset,
     DatasetOptions,
     DatasetRef,
@@ -234,12 +236,14 @@ class AsyncEvaldClient:
         dataset_options: Sequence[DatasetOptions] = (),
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
+        budget: Budget | None = None,
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
         ``dataset_options`` set generation parameters, prompt options and choice
         scoring for single datasets (winning over ``generation``, ``prompt`` and
-        ``choice_scoring``, which apply to every dataset of the run).
+        ``choice_scoring``, which apply to every dataset of the run). ``budget`` caps
+        what the run may spend (cost in USD, tokens).
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -260,6 +264,8 @@ class AsyncEvaldClient:
             spec.prompt.CopyFrom(prompt_to_proto(prompt))
         if choice_scoring is not None:
             spec.choice_scoring = choice_scoring_to_proto(ChoiceScoring(choice_scoring))
+        if budget is not None:
+            spec.budget.CopyFrom(budget_to_proto(budget))
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return run_from_proto(response.run)

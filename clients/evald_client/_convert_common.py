@@ -15,12 +15,15 @@ from typing import Any, TypeVar, cast
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from evald.v1 import enums_pb2, errors_pb2
+from evald.v1 import enums_pb2, errors_pb2, run_pb2
 from evald_client._enums import ErrorCategory, ResultStatus, RunState, SubtaskState, TaskType
-from evald_client._models import EvalError
+from evald_client._models import Cost, EvalError, RetryCounts
 
 _E = TypeVar("_E", bound=StrEnum)
 _T = TypeVar("_T")
+
+# The retry policy's per-class budgets, named alike in the proto and the SDK.
+CLASS_BUDGETS = ("max_rate_limited_retries", "max_timeout_retries", "max_transient_retries")
 
 
 def same_names(cls: type[_T], message: Any) -> _T:
@@ -118,4 +121,19 @@ def eval_error_from_proto(message: errors_pb2.EvalError) -> EvalError:
         retryable=message.retryable,
         http_equivalent=message.http_equivalent,
         metadata=dict(message.metadata),
+    )
+
+
+def cost_from_proto(message: run_pb2.Cost) -> Cost:
+    return Cost(
+        cost_usd=message.cost_usd,
+        tokens=message.tokens,
+        estimated=message.estimated,
+        priced=message.priced,
+    )
+
+
+def retry_counts_from_proto(message: run_pb2.RetryCounts) -> RetryCounts:
+    return RetryCounts(
+        rate_limited=message.rate_limited, timeout=message.timeout, transient=message.transient
     )

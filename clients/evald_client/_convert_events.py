@@ -7,6 +7,7 @@ from typing import Any
 from evald.v1 import event_pb2
 from evald_client._convert_common import (
     eval_error_from_proto,
+    retry_counts_from_proto,
     run_state_from_proto,
     seconds,
     timestamp,
@@ -39,6 +40,7 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
             state=run_state_from_proto(changed.state),
             previous=run_state_from_proto(changed.previous),
             cancel_requested=changed.cancel_requested,
+            cancel_reason=changed.cancel_reason,
         )
     if kind == "progress":
         snapshot = message.progress
@@ -65,6 +67,7 @@ def event_from_proto(message: event_pb2.RunEvent) -> RunEvent | None:
             model_id=failed.model_id,
             attempts=failed.attempts,
             error=eval_error_from_proto(failed.error),
+            failed_attempts=retry_counts_from_proto(failed.failed_attempts),
         )
     if kind == "heartbeat":
         return Heartbeat(**{**base, "seq": message.heartbeat.current_seq or message.seq})

@@ -5,9 +5,10 @@ dataset refs, prompt and per-dataset options.
 from typing import cast
 
 from evald.v1 import dataset_pb2, enums_pb2, model_pb2, run_pb2
-from evald_client._convert_common import duration, enum_to_proto
+from evald_client._convert_common import CLASS_BUDGETS, duration, enum_to_proto
 from evald_client._enums import ChoiceScoring
 from evald_client._models import (
+    Budget,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
@@ -37,6 +38,18 @@ def retry_policy_to_proto(policy: RetryPolicy) -> run_pb2.RetryPolicy:
         message.jitter_fraction = policy.jitter_fraction
     if policy.retry_after_cap_s is not None:
         message.retry_after_cap.CopyFrom(duration(policy.retry_after_cap_s))
+    for name in CLASS_BUDGETS:
+        if getattr(policy, name) is not None:
+            setattr(message, name, getattr(policy, name))
+    return message
+
+
+def budget_to_proto(budget: Budget) -> run_pb2.RunBudget:
+    message = run_pb2.RunBudget()
+    if budget.max_cost_usd is not None:
+        message.max_cost_usd = budget.max_cost_usd
+    if budget.max_tokens is not None:
+        message.max_tokens = budget.max_tokens
     return message
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from evald.v1 import payloads_pb2, result_pb2
 from evald_client._convert_common import (
+    cost_from_proto,
     enum_from_proto,
     eval_error_from_proto,
     optional,
@@ -89,6 +90,7 @@ def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
         samples_empty=message.samples_empty,
         samples_without_usage=message.samples_without_usage,
         decode_tokens_per_second=optional(message, "decode_tokens_per_second"),
+        cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
     )
 
 

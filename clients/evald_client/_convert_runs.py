@@ -2,10 +2,13 @@
 
 from evald.v1 import dataset_pb2, enums_pb2, model_pb2, run_pb2, sample_pb2
 from evald_client._convert_common import (
+    CLASS_BUDGETS,
+    cost_from_proto,
     enum_from_proto,
     eval_error_from_proto,
     optional,
     result_status_from_proto,
+    retry_counts_from_proto,
     run_state_from_proto,
     same_names,
     seconds,
@@ -14,6 +17,7 @@ from evald_client._convert_common import (
 )
 from evald_client._enums import ChoiceScoring, FinishReason, ShotFormat, SubtaskState, TaskState
 from evald_client._models import (
+    Budget,
     Dataset,
     DatasetOptions,
     DatasetRef,
@@ -122,6 +126,7 @@ def progress_from_proto(message: run_pb2.RunProgress) -> RunProgress:
     return RunProgress(
         counts=counts_from_proto(message.counts),
         tasks=tuple(task_progress_from_proto(task) for task in message.tasks),
+        cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
     )
 
 
@@ -133,6 +138,7 @@ def retry_policy_from_proto(message: run_pb2.RetryPolicy) -> RetryPolicy:
         retry_after_cap_s=(
             seconds(message.retry_after_cap) if message.HasField("retry_after_cap") else None
         ),
+        **{name: optional(message, name) for name in CLASS_BUDGETS},
     )
 
 
@@ -149,6 +155,12 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
         dataset_options=tuple(dataset_options_from_proto(o) for o in message.dataset_options),
         prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
         choice_scoring=_choice_scoring(message.choice_scoring),
+        budget=Budget(
+            max_cost_usd=optional(message.budget, "max_cost_usd"),
+            max_tokens=optional(message.budget, "max_tokens"),
+        )
+        if message.HasField("budget")
+        else None,
     )
 
 
@@ -164,6 +176,7 @@ def run_from_proto(message: run_pb2.Run) -> Run:
         last_seq=message.last_seq,
         request_id=message.request_id,
         cancel_requested=message.cancel_requested,
+        cancel_reason=message.cancel_reason,
     )
 
 
@@ -204,4 +217,6 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         ),
         decode_tokens_per_second=optional(message, "decode_tokens_per_second"),
         truncated_fields={t.field: t.full_bytes for t in message.truncated_fields},
+        cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
+        failed_attempts=retry_counts_from_proto(message.failed_attempts),
     )

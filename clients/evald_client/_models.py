@@ -41,6 +41,39 @@ class RetryPolicy:
     backoff_s: tuple[float, ...] = ()
     jitter_fraction: float | None = None
     retry_after_cap_s: float | None = None
+    # Budgets of their own per error class; unset classes share ``max_retries``.
+    max_rate_limited_retries: int | None = None
+    max_timeout_retries: int | None = None
+    max_transient_retries: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """What a run may spend; reached, the run stops dispatching and ends CANCELLED
+    (``Run.cancel_reason`` says why). The calls in flight then still finish and count."""
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    """What successful calls cost. ``priced`` false: no price is configured (``cost_usd``
+    is then 0, not free); ``estimated``: some token counts were estimated from the text."""
+
+    cost_usd: float = 0.0
+    tokens: int = 0
+    estimated: bool = False
+    priced: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryCounts:
+    """A subtask's failed attempts by retry class since it was last queued."""
+
+    rate_limited: int = 0
+    timeout: int = 0
+    transient: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +201,7 @@ class RunProgress:
 
     counts: SubtaskCounts = SubtaskCounts()
     tasks: tuple[TaskProgress, ...] = ()
+    cost: Cost | None = None  # of the run's successful calls; None from older servers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +219,7 @@ class RunSpec:
     dataset_options: tuple[DatasetOptions, ...] = ()
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
+    budget: Budget | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +237,7 @@ class Run:
     last_seq: int
     request_id: str
     cancel_requested: bool = False
+    cancel_reason: str = ""  # why the server cancelled it (its budget was reached)
 
     @property
     def is_terminal(self) -> bool:
@@ -244,3 +280,5 @@ class Sample:
     decode_tokens_per_second: float | None = None  # completion tokens / (latency − TTFT)
     # Fields ListSamples cut to fit its page: name → full size in bytes.
     truncated_fields: Mapping[str, int] = field(default_factory=dict)
+    cost: Cost | None = None  # of the successful call; None before it
+    failed_attempts: RetryCounts = field(default_factory=RetryCounts)

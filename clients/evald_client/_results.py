@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from evald_client._enums import IntervalMethod, ResultStatus, TaskType
-from evald_client._models import EvalError, GenerationParams
+from evald_client._models import Cost, EvalError, GenerationParams
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +82,7 @@ class ExecutionProfile:
     samples_empty: int = 0
     samples_without_usage: int = 0  # token counts unknown, left out of the sums
     decode_tokens_per_second: float | None = None  # per call: tokens / (latency − TTFT)
+    cost: Cost | None = None  # of the task's successful calls; None from older servers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,6 +26,7 @@ from evald_client._comparison import ModelPair, RunComparison
 from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
 from evald_client._events import RunEvent
 from evald_client._models import (
+    Budget,
     Dataset,
     DatasetOptions,
     DatasetRef,
@@ -230,6 +231,7 @@ class EvaldClient:
         dataset_options: Sequence[DatasetOptions] = (),
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
+        budget: Budget | None = None,
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -246,6 +248,7 @@ class EvaldClient:
                 dataset_options=dataset_options,
                 prompt=prompt,
                 choice_scoring=choice_scoring,
+                budget=budget,
             )
         )
 

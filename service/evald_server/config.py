@@ -67,6 +67,13 @@ class AdaptiveConcurrency(_Section):
     cooldown_s: Annotated[float, Field(ge=0.0, le=3600.0)] = 0.2
 
 
+class Price(_Section):
+    """A model's price in USD per million tokens (README, "Rate limits and cost")."""
+
+    input_per_million: Annotated[float, Field(ge=0.0, le=1_000_000.0)]
+    output_per_million: Annotated[float, Field(ge=0.0, le=1_000_000.0)]
+
+
 class ModelConfig(_Section):
     """One ``[[models]]`` table: a model clients may refer to by ``id``."""
 
@@ -90,6 +97,7 @@ class ModelConfig(_Section):
     requests_per_minute: Annotated[float, Field(gt=0.0)] | None = None
     tokens_per_minute: Annotated[float, Field(gt=0.0)] | None = None
     budget_burst_s: Annotated[float, Field(gt=0.0, le=60.0)] = 1.0  # bucket depth
+    price: Price | None = None  # cost accounting; None: the model's cost is unknown
 
     @model_validator(mode="after")
     def _adaptive_bounds(self) -> "ModelConfig":

@@ -65,7 +65,8 @@ def test_sync_client_serves_several_threads(servicer: FakeEvaluationService, add
 
 
 EXPECTED_PUBLIC = {
-    "AlreadyExists", "AsyncEvaldClient", "BenchmarkRef", "ChoiceLetterStats", "ChoiceScoring",
+    "AlreadyExists", "AsyncEvaldClient", "BenchmarkRef", "Budget", "ChoiceLetterStats",
+    "ChoiceScoring", "Cost", "RetryCounts",
     "ClassMetrics", "ClassificationPayload", "ConfusionMatrix", "Dataset", "DatasetInvalid",
     "DatasetOptions", "DatasetRef", "DeadlineExceeded", "EntityTypeMetrics", "ErrorCategory",
     "EvalError", "EvaldClient", "EvaldError", "ExecutionProfile", "ExtractionRuleCount",

@@ -4,6 +4,7 @@ from evald.v1 import enums_pb2 as _enums_pb2
 from evald.v1 import errors_pb2 as _errors_pb2
 from evald.v1 import model_pb2 as _model_pb2
 from evald.v1 import payloads_pb2 as _payloads_pb2
+from evald.v1 import run_pb2 as _run_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -122,7 +123,7 @@ class MetricInterval(_message.Message):
     def __init__(self, lower: _Optional[float] = ..., upper: _Optional[float] = ..., confidence_level: _Optional[float] = ..., method: _Optional[_Union[IntervalMethod, str]] = ..., resamples: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ExecutionProfile(_message.Message):
-    __slots__ = ("samples_total", "samples_succeeded", "samples_failed", "samples_cancelled", "wall_time", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "prompt_tokens", "completion_tokens", "tokens_per_second", "requests", "retries", "rate_limited", "effective_concurrency", "scoring_time", "samples_truncated", "samples_empty", "samples_without_usage", "decode_tokens_per_second")
+    __slots__ = ("samples_total", "samples_succeeded", "samples_failed", "samples_cancelled", "wall_time", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "prompt_tokens", "completion_tokens", "tokens_per_second", "requests", "retries", "rate_limited", "effective_concurrency", "scoring_time", "samples_truncated", "samples_empty", "samples_without_usage", "decode_tokens_per_second", "cost")
     SAMPLES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +147,7 @@ class ExecutionProfile(_message.Message):
     SAMPLES_EMPTY_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_WITHOUT_USAGE_FIELD_NUMBER: _ClassVar[int]
     DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
     samples_total: int
     samples_succeeded: int
     samples_failed: int
@@ -169,7 +171,8 @@ class ExecutionProfile(_message.Message):
     samples_empty: int
     samples_without_usage: int
     decode_tokens_per_second: float
-    def __init__(self, samples_total: _Optional[int] = ..., samples_succeeded: _Optional[int] = ..., samples_failed: _Optional[int] = ..., samples_cancelled: _Optional[int] = ..., wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_mean_ms: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p90_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., tokens_per_second: _Optional[float] = ..., requests: _Optional[int] = ..., retries: _Optional[int] = ..., rate_limited: _Optional[int] = ..., effective_concurrency: _Optional[float] = ..., scoring_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., samples_truncated: _Optional[int] = ..., samples_empty: _Optional[int] = ..., samples_without_usage: _Optional[int] = ..., decode_tokens_per_second: _Optional[float] = ...) -> None: ...
+    cost: _run_pb2.Cost
+    def __init__(self, samples_total: _Optional[int] = ..., samples_succeeded: _Optional[int] = ..., samples_failed: _Optional[int] = ..., samples_cancelled: _Optional[int] = ..., wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_mean_ms: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p90_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., tokens_per_second: _Optional[float] = ..., requests: _Optional[int] = ..., retries: _Optional[int] = ..., rate_limited: _Optional[int] = ..., effective_concurrency: _Optional[float] = ..., scoring_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., samples_truncated: _Optional[int] = ..., samples_empty: _Optional[int] = ..., samples_without_usage: _Optional[int] = ..., decode_tokens_per_second: _Optional[float] = ..., cost: _Optional[_Union[_run_pb2.Cost, _Mapping]] = ...) -> None: ...
 
 class RepeatStats(_message.Message):
     __slots__ = ("repeats", "records", "mean_within_record_stddev", "consistent_record_fraction")

@@ -2,6 +2,7 @@
 
 from evald.v1 import model_pb2, result_pb2
 from evald_server.api._convert_common import (
+    cost_to_proto,
     duration,
     eval_error_to_proto,
     params_to_proto,
@@ -37,6 +38,8 @@ def _profile(profile: ExecutionProfile) -> result_pb2.ExecutionProfile:
     )
     if profile.decode_tokens_per_second is not None:
         message.decode_tokens_per_second = profile.decode_tokens_per_second
+    if profile.cost is not None:
+        message.cost.CopyFrom(cost_to_proto(profile.cost))
     if profile.ttft_p50_ms is not None:
         message.ttft_p50_ms = profile.ttft_p50_ms
     if profile.ttft_p99_ms is not None:

@@ -99,6 +99,7 @@ class RunService:
                     provider=model.provider,
                     provider_model=model.provider_model,
                     params=spec.params_for(model.params, ref, dataset.task_type),
+                    price=model.price,
                 )
                 ordinal = len(tasks)
                 tasks.append(
@@ -154,6 +155,14 @@ class RunService:
                     f"model {model_id!r} is not in this server's registry",
                     metadata={"modelId": model_id},
                 )
+        unpriced = [m for m in spec.models if self._models[m].price is None]
+        if spec.budget.max_cost_usd is not None and unpriced:
+            what = f"models without a price cannot have a cost budget: {', '.join(unpriced)}"
+            raise InvalidArgument(
+                ErrorReason.RUN_SPEC_INVALID,
+                f"invalid run spec: budget.max_cost_usd: {what}",
+                field_violations=(FieldViolation("spec.budget.max_cost_usd", what),),
+            )
         datasets = []
         for ref in spec.datasets:
             row = await self._store.find_dataset(tenant, ref.name, ref.benchmark_version)

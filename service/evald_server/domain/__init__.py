@@ -1,5 +1,6 @@
 """The vocabulary every layer of the server shares: enums, errors, records."""
 
+from evald_server.domain._accounting import PICO, Cost, RetryClass, RetryCounts
 from evald_server.domain._codec import from_jsonable, to_jsonable
 from evald_server.domain._enums import (
     ChoiceScoring,
@@ -50,11 +51,13 @@ from evald_server.domain._messages import ChatMessage
 
 __all__ = [
     "OUTCOME_TARGET",
+    "PICO",
     "RESULT_STATUS",
     "SUBTASK_TRANSITIONS",
     "AlreadyExists",
     "ChatMessage",
     "ChoiceScoring",
+    "Cost",
     "Counters",
     "DatasetInvalid",
     "ErrorCategory",
@@ -71,6 +74,8 @@ __all__ = [
     "OutcomeKind",
     "ResourceExhausted",
     "ResultStatus",
+    "RetryClass",
+    "RetryCounts",
     "RunState",
     "RunStateChanged",
     "SampleFailure",

@@ -1,6 +1,7 @@
 """The evaluation engine: dispatch under three limits, retries, cancel, resume, scoring
 as each task finishes, and per-run event streams. Imports no grpc."""
 
+from evald_server.engine._cost import Pricing, RunBudget, call_cost
 from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub, RunEvent
@@ -34,11 +35,12 @@ from evald_server.engine._results import (
     Provenance,
     TaskEvaluation,
 )
-from evald_server.engine._retry_policy import RetryPolicy
+from evald_server.engine._retry_policy import CLASS_BUDGETS, RetryPolicy, retry_class
 from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
 from evald_server.engine._task_scoring import ScoringPort
 
 __all__ = [
+    "CLASS_BUDGETS",
     "CONTRACT_VERSION",
     "MODEL_LIMIT",
     "RUN_LIMIT",
@@ -54,11 +56,13 @@ __all__ = [
     "Limiter",
     "ModelActivity",
     "ModelIdentity",
+    "Pricing",
     "Provenance",
     "RateControl",
     "RateSettings",
     "RateStats",
     "RetryPolicy",
+    "RunBudget",
     "RunEvent",
     "RunProgress",
     "RunSpec",
@@ -66,10 +70,12 @@ __all__ = [
     "ShotSourceProblem",
     "TaskEvaluation",
     "TaskProgress",
+    "call_cost",
     "check_limit",
     "effective_options",
     "generation_params",
     "percentile",
+    "retry_class",
     "shot_source",
     "task_prompt",
 ]

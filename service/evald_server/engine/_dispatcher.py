@@ -27,13 +27,14 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
 from evald_server.engine._committer import Committer
+from evald_server.engine._cost import RunBudgets
 from evald_server.engine._executor import TaskContext, aborted, call_model
 from evald_server.engine._lanes import Lane, LaneState
 from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
@@ -59,8 +60,12 @@ class Dispatcher:
         *,
         rng: random.Random | None = None,
         rate: RateControl | None = None,
+        budgets: RunBudgets | None = None,
+        on_budget_reached: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
+        self.budgets = budgets or RunBudgets()
+        self._on_budget_reached = on_budget_reached
         self.rate = rate or RateControl(limiter, {}, providers)
         self._limiter = limiter
         self._committer = committer
@@ -96,11 +101,12 @@ class Dispatcher:
         if lane is not None and run_id not in self._cancelled_runs:
             lane.add_work(run_id, due)
 
-    async def cancel_run(self, run_id: str) -> None:
-        """Abort the run's calls and cancel its buffered subtasks (after the store has
+    async def cancel_run(self, run_id: str, *, abort_calls: bool = True) -> None:
+        """Abort the run's calls (unless ``abort_calls`` is false: a budget lets the
+        calls in flight finish) and cancel its buffered subtasks (after the store has
         cancelled its pending ones, so that nothing new is claimed)."""
         self._cancelled_runs.add(run_id)
-        for scope in self._inflight.get(run_id, ()):
+        for scope in self._inflight.get(run_id, ()) if abort_calls else ():
             scope.cancel()
         for lane in self.lanes.values():
             lane.forget(run_id)
@@ -239,7 +245,12 @@ class Dispatcher:
                 if run_limit is not None:
                     run_limit.release()
                     self._run_slot_freed(item.run_id)
+            reason = self.budgets.charge(outcome)
+            if reason is not None:
+                self._cancelled_runs.add(item.run_id)  # at once: no other call starts
             await self._committer.submit(outcome)
+            if reason is not None and self._on_budget_reached is not None:
+                await self._on_budget_reached(item.run_id, reason)
             if run_limit is not None:
                 # Let a lane woken for the freed slot take it before this one does.
                 await anyio.lowlevel.checkpoint()
@@ -317,6 +328,7 @@ class Dispatcher:
         try:
             with scope:
                 ticket = await self._admit(lane, item, ctx)
+                control = self.rate.model(lane.model_id)
                 headers: list[RateLimitInfo] = []
                 outcome: SubtaskOutcome | None = None
                 try:
@@ -324,17 +336,24 @@ class Dispatcher:
                     try:
                         await self._acquire(lane, lane.limit, MODEL_LIMIT)
                         try:
+                            if item.run_id in self._cancelled_runs:
+                                # Stopped while it waited for its slots (a budget).
+                                return aborted(
+                                    item, attempted=False, release=False, call_time_s=0.0
+                                )
                             attempted = True
-                            self.rate.model(lane.model_id).sending(ticket)
+                            control.sending(ticket)
                             outcome = await self._call(lane, item, ctx, headers.append)
                             return outcome
                         finally:
+                            # Before the slot is freed: a 429's decrease must apply
+                            # before the slot can go to a waiting call.
+                            control.finished(ticket, outcome, headers[-1] if headers else None)
                             lane.limit.release()
                     finally:
                         self._limiter.server.release()
                 finally:
-                    info = headers[-1] if headers else None
-                    self.rate.model(lane.model_id).finished(ticket, outcome, info)
+                    control.finished(ticket, outcome, headers[-1] if headers else None)
             release = item.run_id not in self._cancelled_runs
             return aborted(
                 item,

@@ -31,6 +31,7 @@ from evald_server.domain import (
     TaskType,
 )
 from evald_server.engine._committer import Committer
+from evald_server.engine._cost import Pricing, RunBudgets
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
@@ -40,6 +41,7 @@ from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
+from evald_server.engine._results import ModelIdentity
 from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._task_scoring import ScoringPort, TaskScorer
 from evald_server.providers import Provider
@@ -70,6 +72,7 @@ class Engine:
         self._providers = providers
         self.limiter = Limiter(max_inflight, dict(model_limits))
         self.rate = RateControl(self.limiter, rate_settings or {}, providers)
+        self.budgets = RunBudgets()
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
         self._contexts: dict[str, TaskContext] = {}
         self._run_tasks: dict[str, list[str]] = {}
@@ -85,6 +88,8 @@ class Engine:
             self.events.publish,
             rng=rng,
             rate=self.rate,
+            budgets=self.budgets,
+            on_budget_reached=self._budget_reached,
         )
         self.task_scorer = TaskScorer(
             store,
@@ -183,8 +188,13 @@ class Engine:
                 and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
                 is ChoiceScoring.LOGPROBS
                 else None,
+                pricing=Pricing.of(ModelIdentity.from_json(task.model).price),
             )
         self.limiter.add_run(run_id, spec.max_concurrency)
+        spent_out = self.budgets.track(run_id, spec.budget, run.cost)
+        if spent_out is not None and not run.cancel_requested:
+            await self._finish_cancel(run_id, reason=spent_out)  # reached before a restart
+            return
         live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
         if run.cancel_requested:
             await self._finish_cancel(run_id)
@@ -206,8 +216,15 @@ class Engine:
         await self.dispatcher.cancel_run(run_id)
         return report
 
-    async def _finish_cancel(self, run_id: str) -> TransitionReport:
-        report = await self.store.cancel_run(run_id, time.time())
+    async def _budget_reached(self, run_id: str, reason: str) -> None:
+        """A run spent its budget: nothing new starts (the dispatcher stopped it
+        already); its waiting work is cancelled, the calls in flight finish and count."""
+        _log.info("run %s: %s; cancelling what has not started", run_id, reason)
+        await self._finish_cancel(run_id, reason=reason)
+        await self.dispatcher.cancel_run(run_id, abort_calls=False)
+
+    async def _finish_cancel(self, run_id: str, *, reason: str | None = None) -> TransitionReport:
+        report = await self.store.cancel_run(run_id, time.time(), reason=reason)
         self.events.publish(report.events)
         self.task_scorer.schedule(report.finished_tasks)
         return report
@@ -349,6 +366,7 @@ class Engine:
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)
         self.limiter.remove_run(run_id)
+        self.budgets.forget(run_id)
         self.dispatcher.forget_run(run_id)
         self.progress.forget(run_id)
         for task_id in self._run_tasks.pop(run_id, ()):

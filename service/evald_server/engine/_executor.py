@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import ChatPrompt, simulator_reference
-from evald_server.domain import ErrorReason, EvalError, OutcomeKind, TaskType
-from evald_server.engine._retry_policy import RetryPolicy
+from evald_server.domain import ChatMessage, ErrorReason, EvalError, OutcomeKind, TaskType
+from evald_server.engine._cost import Pricing, call_cost
+from evald_server.engine._retry_policy import RetryPolicy, retry_class
 from evald_server.providers import (
     Provider,
     ProviderFailure,
@@ -42,6 +43,7 @@ class TaskContext:
     params: GenerationParams
     policy: RetryPolicy
     top_logprobs: int | None = None  # ask for log-probabilities (choice scoring LOGPROBS)
+    pricing: Pricing | None = None  # the task's model price; None: cost unknown
 
 
 def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
@@ -69,9 +71,11 @@ async def call_model(
     """Run one attempt of ``item``; cancellation propagates (the caller records it).
     ``on_rate_limits`` sees the provider's rate-limit headers, answer or failure."""
     started = time.perf_counter()
+    messages: tuple[ChatMessage, ...] = ()
     try:
+        messages = ctx.prompt.render(item.fields, item.record_id)
         request = ProviderRequest(
-            messages=ctx.prompt.render(item.fields, item.record_id),
+            messages=messages,
             params=ctx.params,
             request_key=item.subtask_id,
             reference=simulator_reference(ctx.task_type, item.fields) if reference else {},
@@ -104,6 +108,13 @@ async def call_model(
         # Asked and none came back is stored as empty: the scorer counts the fallback.
         top_logprobs=None if ctx.top_logprobs is None else (completion.top_logprobs or ()),
         finish_reason=completion.finish_reason,
+        cost=call_cost(
+            ctx.pricing,
+            completion.prompt_tokens,
+            completion.completion_tokens,
+            prompt_chars=sum(len(m.content) for m in messages),
+            output=completion.text,
+        ),
     )
 
 
@@ -118,13 +129,16 @@ def failed(
     attempts = item.attempt + 1
     decision = failure.decision
     rate_limited = decision.kind is RetryKind.RATE_LIMITED
-    if not ctx.policy.should_retry(attempts, decision):
+    failed_class = retry_class(failure)
+    counts = item.failures if failed_class is None else item.failures.plus(failed_class)
+    if not ctx.policy.should_retry(failed_class, counts):
         return _outcome(
             item,
             OutcomeKind.FAILED_PERMANENT,
             error=failure.error,
             call_time_s=call_time_s,
             rate_limited=rate_limited,
+            retry_class=failed_class,
         )
     delay = ctx.policy.delay_s(attempts, decision, rng)
     return _outcome(
@@ -134,6 +148,7 @@ def failed(
         next_attempt_at=time.time() + delay,
         call_time_s=call_time_s,
         rate_limited=rate_limited,
+        retry_class=failed_class,
     )
 
 

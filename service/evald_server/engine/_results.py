@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import evald_server
-from evald_server.config import GenerationParams
+from evald_server.config import GenerationParams, Price
 from evald_server.domain import (
     RESULT_STATUS,
+    Cost,
     ErrorReason,
     EvalError,
     ResultStatus,
@@ -42,22 +43,29 @@ class ModelIdentity:
     provider: str
     provider_model: str
     params: GenerationParams  # effective: the model's defaults with the run's overrides
+    # The price when the task was created: a config change later does not reprice it.
+    price: Price | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "model_id": self.model_id,
             "provider": self.provider,
             "provider_model": self.provider_model,
             "params": self.params.model_dump(mode="json"),
         }
+        if self.price is not None:
+            data["price"] = self.price.model_dump(mode="json")
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ModelIdentity":
+        price = data.get("price")
         return cls(
             model_id=data["model_id"],
             provider=data["provider"],
             provider_model=data["provider_model"],
             params=GenerationParams.model_validate(data["params"]),
+            price=None if price is None else Price.model_validate(price),
         )
 
 
@@ -98,6 +106,7 @@ class ExecutionProfile:
     samples_empty: int = 0
     samples_without_usage: int = 0  # token counts unknown (left out of the sums)
     decode_tokens_per_second: float | None = None  # Σ tokens / Σ (latency − TTFT), streamed
+    cost: Cost | None = None  # of the successful calls (None in results stored before)
 
 
 @dataclass(frozen=True, slots=True)

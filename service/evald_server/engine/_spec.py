@@ -23,6 +23,7 @@ from evald_server.domain import (
     InvalidArgument,
     TaskType,
 )
+from evald_server.engine._cost import RunBudget
 from evald_server.engine._dataset_options import DatasetOptions, options_problems
 from evald_server.engine._retry_policy import RetryPolicy
 
@@ -59,6 +60,7 @@ class RunSpec:
     dataset_options: tuple[DatasetOptions, ...] = ()
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
+    budget: RunBudget = field(default_factory=RunBudget)  # max_cost_usd / max_tokens
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -96,6 +98,8 @@ class RunSpec:
             data["prompt"] = self.prompt.to_json()
         if self.choice_scoring is not None:
             data["choice_scoring"] = self.choice_scoring.value
+        if self.budget.limited:
+            data["budget"] = self.budget.to_json()
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -158,6 +162,7 @@ class RunSpec:
             choice_scoring=None
             if data.get("choice_scoring") is None
             else ChoiceScoring(data["choice_scoring"]),
+            budget=RunBudget.from_json(data.get("budget", {})),
         )
 
     def body_hash(self) -> str:

@@ -21,7 +21,7 @@ import anyio.abc
 from evald_server.domain import EvalError, RunState, TaskState, TaskType, task_outcome
 from evald_server.engine._profile import build_profile
 from evald_server.engine._prompting import task_prompt
-from evald_server.engine._results import assemble_evaluation, failure_errors
+from evald_server.engine._results import ModelIdentity, assemble_evaluation, failure_errors
 from evald_server.engine._spec import RunSpec
 from evald_server.scoring import (
     EncodedPage,
@@ -130,7 +130,11 @@ class TaskScorer:
             dataset,
             state=state,
             report=report,
-            profile=build_profile(inputs, scoring_time_s=scoring_time),
+            profile=build_profile(
+                inputs,
+                scoring_time_s=scoring_time,
+                priced=ModelIdentity.from_json(task.model).price is not None,
+            ),
             errors=errors,
             prompt_template_sha256=prompt.sha256(),
             seed=spec.seed,

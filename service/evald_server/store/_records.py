@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evald_server.domain import (
+    Cost,
     Counters,
     EvalError,
     EventKind,
     OutcomeKind,
+    RetryClass,
+    RetryCounts,
     RunState,
     SubtaskState,
     TaskState,
@@ -110,6 +113,10 @@ class RunRow:
     oldest_seq: int  # oldest retained event seq (last_seq + 1 when the log is empty)
     request_id: str | None = None
     request_hash: str | None = None
+    # What its successful calls cost so far (``priced`` is the tasks' business: the
+    # store does not know prices), and why the server cancelled it, if it did.
+    cost: Cost = field(default_factory=Cost)
+    cancel_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +151,9 @@ class ClaimedSubtask:
     record_id: str
     fields: Json
     dataset_id: str
+    failures: RetryCounts = field(
+        default_factory=RetryCounts
+    )  # failed attempts per class since queued
 
     @property
     def subtask_id(self) -> str:
@@ -189,6 +199,8 @@ class SubtaskOutcome:
     # The first token's (token, log-probability) alternatives, when they were asked for.
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     finish_reason: str | None = None  # with an output: why generation stopped
+    retry_class: RetryClass | None = None  # a retryable failure: the budget it spends
+    cost: Cost | None = None  # a success: what it cost (tokens and, if priced, money)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +278,10 @@ class SubtaskRow:
     model_id: str = ""
     finish_reason: str | None = None
     output_bytes: int | None = None  # the full output's size, where the read cut it
+    failures: RetryCounts = field(
+        default_factory=RetryCounts
+    )  # failed attempts per class since queued
+    cost: Cost | None = None  # a success's cost (None before, or stored before evald kept it)
 
     @property
     def subtask_id(self) -> str:
@@ -336,3 +352,6 @@ class ProfileInputs:
     usage_unknown: int = 0  # succeeded without usage from the provider
     decode_tokens: int = 0  # completion tokens of streamed calls with usage and a TTFT
     decode_time_s: float = 0.0  # their latency − TTFT, summed
+    cost: Cost = field(
+        default_factory=Cost
+    )  # of the successful calls; priced: every one had a price

@@ -159,7 +159,25 @@ _V4 = (
     "ALTER TABLE subtasks ADD COLUMN top_logprobs TEXT",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+# Version 5 (rate control and cost): a subtask's failed attempts per retry class since
+# it was last queued (each class may have its own retry budget), and what its
+# successful call cost (tokens counted, pico-USD when the model has a price, whether the
+# tokens were estimated); a run's running totals of the same, moved in the outcome's
+# transaction, so a budget survives a restart; why the server cancelled a run.
+_V5 = (
+    "ALTER TABLE subtasks ADD COLUMN failed_rate_limited INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN failed_timeout INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN failed_transient INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN cost_picousd INTEGER",
+    "ALTER TABLE subtasks ADD COLUMN cost_tokens INTEGER",
+    "ALTER TABLE subtasks ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_picousd INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cancel_reason TEXT",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 LATEST_VERSION = len(MIGRATIONS)
 
 

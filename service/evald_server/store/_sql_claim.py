@@ -10,23 +10,26 @@ import sqlite3
 from collections import defaultdict
 from typing import Any
 
-from evald_server.domain import RunState, SubtaskState
+from evald_server.domain import RetryCounts, RunState, SubtaskState
 from evald_server.store._records import Claim, ClaimedSubtask, Json
 from evald_server.store._sql_common import CounterDeltas, append_events, state_event, transaction
 
 _S = SubtaskState
+_NO_FAILURES = RetryCounts()
 
 _CLAIM_RETRIES = (
     "UPDATE subtasks SET state = 'running', owner = ?, updated_at = ? WHERE row_id IN ("
     "SELECT row_id FROM subtasks WHERE run_id = ? AND model_id = ? AND state = 'failed' "
     "AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?) "
-    "RETURNING row_id, task_id, record_idx, repeat_index, attempt"
+    "RETURNING row_id, task_id, record_idx, repeat_index, attempt, "
+    "failed_rate_limited, failed_timeout, failed_transient"
 )
 _CLAIM_PENDING = (
     "UPDATE subtasks SET state = 'running', owner = ?, updated_at = ? WHERE row_id IN ("
     "SELECT row_id FROM subtasks WHERE run_id = ? AND model_id = ? AND state = 'pending' "
     "ORDER BY row_id LIMIT ?) "
-    "RETURNING row_id, task_id, record_idx, repeat_index, attempt"
+    "RETURNING row_id, task_id, record_idx, repeat_index, attempt, "
+    "failed_rate_limited, failed_timeout, failed_transient"
 )
 
 
@@ -87,7 +90,7 @@ def claim_ready(
         picked = sorted(retries + pending)
         records = _records(conn, run_id, picked)
     claimed = []
-    for row_id, task_id, idx, repeat, attempt in picked:
+    for row_id, task_id, idx, repeat, attempt, *failed in picked:
         dataset_id, record_id, fields = records[task_id, idx]
         claimed.append(
             ClaimedSubtask(
@@ -101,6 +104,7 @@ def claim_ready(
                 record_id,
                 fields,
                 dataset_id,
+                RetryCounts(*failed) if any(failed) else _NO_FAILURES,
             )
         )
     return Claim(

@@ -11,9 +11,12 @@ from collections.abc import Iterator, Sequence
 
 from evald_server.domain import (
     OUTCOME_TARGET,
+    Cost,
     Counters,
     EventKind,
     OutcomeKind,
+    RetryClass,
+    RetryCounts,
     RunState,
     SampleFailure,
     SubtaskState,
@@ -148,8 +151,15 @@ _UPDATE_OUTCOME = (
     "completion_tokens = COALESCE(?, completion_tokens), latency_s = COALESCE(?, latency_s), "
     "ttft_s = COALESCE(?, ttft_s), first_error = COALESCE(first_error, ?), "
     "last_error = COALESCE(?, last_error), top_logprobs = COALESCE(?, top_logprobs), "
-    "finish_reason = COALESCE(?, finish_reason) "
+    "finish_reason = COALESCE(?, finish_reason), "
+    "failed_rate_limited = failed_rate_limited + ?, failed_timeout = failed_timeout + ?, "
+    "failed_transient = failed_transient + ?, cost_picousd = COALESCE(?, cost_picousd), "
+    "cost_tokens = COALESCE(?, cost_tokens), cost_estimated = MAX(cost_estimated, ?) "
     "WHERE row_id = ?"
+)
+_ADD_RUN_COST = (
+    "UPDATE runs SET cost_picousd = cost_picousd + ?, cost_tokens = cost_tokens + ?, "
+    "cost_estimated = MAX(cost_estimated, ?) WHERE run_id = ?"
 )
 
 
@@ -186,6 +196,7 @@ def complete(
         completed: dict[str, int] = {}
         failures: list[SubtaskOutcome] = []
         updates = []
+        run_costs: dict[str, Cost] = {}
         for outcome in outcomes:
             if outcome.row_id not in owned:
                 continue  # taken back by a cancel or a restart: not ours any more
@@ -193,6 +204,10 @@ def complete(
             target = OUTCOME_TARGET[kind]
             spent = spends_attempt(kind, attempted=outcome.attempted)
             error = error_json(outcome.error)
+            failed = outcome.retry_class if spent else None
+            cost = outcome.cost if kind is OutcomeKind.SUCCEEDED else None
+            if cost is not None:
+                run_costs[outcome.run_id] = run_costs.get(outcome.run_id, Cost()) + cost
             updates.append(
                 (
                     _TARGET_VALUE[kind],
@@ -211,6 +226,12 @@ def complete(
                     error,
                     None if outcome.top_logprobs is None else dumps(outcome.top_logprobs),
                     outcome.finish_reason,
+                    int(failed is RetryClass.RATE_LIMITED),
+                    int(failed is RetryClass.TIMEOUT),
+                    int(failed is RetryClass.TRANSIENT),
+                    None if cost is None or not cost.priced else cost.picousd,
+                    None if cost is None else cost.tokens,
+                    int(cost is not None and cost.estimated),
                     outcome.row_id,
                 )
             )
@@ -224,6 +245,10 @@ def complete(
             if kind is OutcomeKind.FAILED_PERMANENT and outcome.error is not None:
                 failures.append(outcome)
         conn.executemany(_UPDATE_OUTCOME, updates)
+        conn.executemany(
+            _ADD_RUN_COST,
+            [(c.picousd, c.tokens, int(c.estimated), r) for r, c in run_costs.items()],
+        )
         deltas = CounterDeltas()
         for (run_id, task_id, target), count in moved.items():
             deltas.move(run_id, task_id, _S.RUNNING, target, count)
@@ -245,8 +270,9 @@ def complete(
 
 def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float) -> NewEvent:
     assert outcome.error is not None
-    requests, record_id = conn.execute(
-        "SELECT s.requests, r.record_id FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+    requests, record_id, *failed = conn.execute(
+        "SELECT s.requests, r.record_id, s.failed_rate_limited, s.failed_timeout, "
+        "s.failed_transient FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
         "WHERE s.row_id = ?",
         (outcome.row_id,),
@@ -260,6 +286,7 @@ def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float
         repeat_index=outcome.repeat_index,
         attempts=requests,
         error=outcome.error,
+        failures=RetryCounts(*failed),
     )
     return NewEvent(kind=EventKind.SAMPLE_FAILED, payload=to_jsonable(failure), time=now)
 

@@ -5,7 +5,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from evald_server.domain import Counters, EventKind, SubtaskState
+from evald_server.domain import Cost, Counters, EventKind, RetryCounts, SubtaskState
 from evald_server.store._records import (
     COUNTER_COLUMNS,
     EventRow,
@@ -110,8 +110,19 @@ _SUBTASK_COLUMNS = (
     "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
     "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
     "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
-    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason"
+    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason, "
+    "s.failed_rate_limited, s.failed_timeout, s.failed_transient, s.cost_picousd, s.cost_tokens, "
+    "s.cost_estimated"
 )
+_COLUMN_COUNT = 31  # of _SUBTASK_COLUMNS; a cut output's full size follows them
+
+
+def _cost_from(pico: int | None, tokens: int | None, estimated: int) -> Cost | None:
+    if tokens is None:
+        return None  # no success yet (or stored before evald counted cost)
+    return Cost(
+        picousd=pico or 0, tokens=int(tokens), estimated=bool(estimated), priced=pico is not None
+    )
 
 
 def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
@@ -143,7 +154,9 @@ def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
         run_id=row[22],
         model_id=row[23],
         finish_reason=row[24],
-        output_bytes=row[25] if len(row) > 25 else None,
+        failures=RetryCounts(row[25], row[26], row[27]),
+        cost=_cost_from(row[28], row[29], row[30]),
+        output_bytes=row[_COLUMN_COUNT] if len(row) > _COLUMN_COUNT else None,
     )
 
 
@@ -253,6 +266,12 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
     ).fetchone()
     task = get_task(conn, task_id)
     assert task is not None
+    cost = conn.execute(
+        "SELECT COALESCE(SUM(cost_picousd), 0), COALESCE(SUM(cost_tokens), 0), "
+        "COALESCE(MAX(cost_estimated), 0), COALESCE(SUM(cost_picousd IS NULL), 0) "
+        "FROM subtasks WHERE task_id = ? AND state = 'succeeded' AND cost_tokens IS NOT NULL",
+        (task_id,),
+    ).fetchone()
     reasons = conn.execute(
         "SELECT json_extract(last_error, '$.reason') AS reason, COUNT(*) AS n FROM subtasks "
         "WHERE task_id = ? AND state = 'failed_permanent' GROUP BY reason ORDER BY n DESC",
@@ -276,6 +295,12 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
         usage_unknown=int(answers[2]),
         decode_tokens=int(answers[3]),
         decode_time_s=float(answers[4]),
+        cost=Cost(
+            picousd=int(cost[0]),
+            tokens=int(cost[1]),
+            estimated=bool(cost[2]),
+            priced=int(cost[3]) == 0,
+        ),
     )
 
 

@@ -245,8 +245,10 @@ class SqliteStore:
     async def requeue_running(self, *, owner: str | None, now: float) -> int:
         return await self._write(transitions.requeue_running, owner, now)
 
-    async def cancel_run(self, run_id: str, now: float) -> TransitionReport:
-        return await self._write(transitions.cancel_run, run_id, now, self._retain)
+    async def cancel_run(
+        self, run_id: str, now: float, *, reason: str | None = None
+    ) -> TransitionReport:
+        return await self._write(transitions.cancel_run, run_id, now, self._retain, reason)
 
     async def retry_failed(
         self,
