@@ -34,6 +34,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from evald_server.engine._committer import Committer
+from evald_server.engine._contexts import TaskContexts
 from evald_server.engine._executor import TaskContext, aborted, call_model
 from evald_server.engine._lanes import Lane, LaneState
 from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
@@ -54,7 +55,7 @@ class Dispatcher:
         limiter: Limiter,
         providers: Mapping[str, Provider],
         committer: Committer,
-        contexts: Mapping[str, TaskContext],
+        contexts: TaskContexts,
         publish: PublishEvents,
         *,
         rng: random.Random | None = None,
@@ -182,11 +183,9 @@ class Dispatcher:
         slots (held by other lanes) leave room to claim other runs' work."""
         takeable = lane.takeable(self._limiter)
         want = lane.high_water - takeable
-        now = time.time()
-        ready = [run_id for run_id in lane.claim_order if lane.runs[run_id].runnable(now)]
         claimed = 0
-        if takeable < lane.low_water and want > 0 and ready:
-            lane.claim_order.rotate(-1)  # the next round starts with the next run
+        ready = lane.claim_round(time.time()) if takeable < lane.low_water and want > 0 else []
+        if ready:
             share = max(1, math.ceil(want / len(ready)))
             for run_id in ready:
                 claimed += await self._claim(lane, run_id, share)

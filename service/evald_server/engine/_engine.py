@@ -31,6 +31,7 @@ from evald_server.domain import (
     TaskType,
 )
 from evald_server.engine._committer import Committer
+from evald_server.engine._contexts import TaskContexts
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
@@ -71,8 +72,7 @@ class Engine:
         self.limiter = Limiter(max_inflight, dict(model_limits))
         self.rate = RateControl(self.limiter, rate_settings or {}, providers)
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
-        self._contexts: dict[str, TaskContext] = {}
-        self._run_tasks: dict[str, list[str]] = {}
+        self._contexts = TaskContexts()
         self.committer = Committer(
             store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
         )
@@ -166,24 +166,27 @@ class Engine:
             return
         spec = RunSpec.from_json(run.spec)
         tasks = await self.store.get_tasks(run_id)
-        self._run_tasks[run_id] = [t.task_id for t in tasks]
+        contexts = []
         for task in tasks:
             dataset = await self.store.get_dataset(task.dataset_id)
             assert dataset is not None
-            self._contexts[task.task_id] = TaskContext(
-                task_id=task.task_id,
-                run_id=run_id,
-                model_id=task.model_id,
-                task_type=dataset.task_type,
-                prompt=await task_prompt(self.store, run.tenant, spec, dataset),
-                params=GenerationParams.model_validate(task.model["params"]),
-                policy=spec.retry_policy,
-                top_logprobs=TOP_LOGPROBS
-                if dataset.task_type is TaskType.MULTIPLE_CHOICE
-                and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
-                is ChoiceScoring.LOGPROBS
-                else None,
+            contexts.append(
+                TaskContext(
+                    task_id=task.task_id,
+                    run_id=run_id,
+                    model_id=task.model_id,
+                    task_type=dataset.task_type,
+                    prompt=await task_prompt(self.store, run.tenant, spec, dataset),
+                    params=GenerationParams.model_validate(task.model["params"]),
+                    policy=spec.retry_policy,
+                    top_logprobs=TOP_LOGPROBS
+                    if dataset.task_type is TaskType.MULTIPLE_CHOICE
+                    and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
+                    is ChoiceScoring.LOGPROBS
+                    else None,
+                )
             )
+        self._contexts.load(run_id, contexts)
         self.limiter.add_run(run_id, spec.max_concurrency)
         live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
         if run.cancel_requested:
@@ -342,7 +345,8 @@ class Engine:
         for retry in report.retries:
             self.dispatcher.retry_scheduled(retry.run_id, retry.model_id, retry.next_attempt_at)
         self.progress.touch({retry.run_id for retry in report.retries})
-        force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}
+        runs = (self._contexts.run_of(t) for t in report.finished_tasks)
+        force = {run_id for run_id in runs if run_id is not None}
         self.progress.completed(report.completed_per_run, force=force)
         self.watcher.schedule(report.finished_tasks)
 
@@ -351,8 +355,7 @@ class Engine:
         self.limiter.remove_run(run_id)
         self.dispatcher.forget_run(run_id)
         self.progress.forget(run_id)
-        for task_id in self._run_tasks.pop(run_id, ()):
-            self._contexts.pop(task_id, None)
+        self._contexts.forget_run(run_id)
 
 
 async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:
