@@ -33,6 +33,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from evald_server.domain import OutcomeKind
 from evald_server.engine._committer import Committer
 from evald_server.engine._contexts import TaskContexts
 from evald_server.engine._executor import TaskContext, aborted, call_model
@@ -60,8 +61,10 @@ class Dispatcher:
         *,
         rng: random.Random | None = None,
         rate: RateControl | None = None,
+        on_answer: Callable[[ClaimedSubtask, SubtaskOutcome], None] | None = None,
     ) -> None:
         self._store = store
+        self._on_answer = on_answer  # sees every succeeded call before its outcome commits
         self.rate = rate or RateControl(limiter, {}, providers)
         self._limiter = limiter
         self._committer = committer
@@ -238,6 +241,8 @@ class Dispatcher:
                 if run_limit is not None:
                     run_limit.release()
                     self._run_slot_freed(item.run_id)
+            if self._on_answer is not None and outcome.kind is OutcomeKind.SUCCEEDED:
+                self._on_answer(item, outcome)
             await self._committer.submit(outcome)
             if run_limit is not None:
                 # Let a lane woken for the freed slot take it before this one does.

@@ -37,6 +37,7 @@ from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
+from evald_server.engine._page_scoring import PAGE_SIZE, PageScoring, PageScoringPort
 from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
@@ -66,6 +67,7 @@ class Engine:
         stall_after_s: float = 60.0,
         rng: random.Random | None = None,
         rate_settings: Mapping[str, RateSettings] | None = None,
+        score_page_size: int = PAGE_SIZE,
     ) -> None:
         self.store = store
         self._providers = providers
@@ -73,6 +75,12 @@ class Engine:
         self.rate = RateControl(self.limiter, rate_settings or {}, providers)
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
         self._contexts = TaskContexts()
+        # Tasks scored page by page as their outcomes commit (when the pool can).
+        self.pages = (
+            PageScoring(scoring, page_size=score_page_size)
+            if isinstance(scoring, PageScoringPort)
+            else None
+        )
         self.committer = Committer(
             store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
         )
@@ -85,6 +93,7 @@ class Engine:
             self.events.publish,
             rng=rng,
             rate=self.rate,
+            on_answer=None if self.pages is None else self.pages.answered,
         )
         self.watcher = Watcher(
             store,
@@ -92,6 +101,7 @@ class Engine:
             self.events.publish,
             self._on_run_finished,
             concurrency=scoring_concurrency,
+            pages=self.pages,
         )
         self.stall_after_s = stall_after_s
         self.progress = ProgressTracker(
@@ -119,6 +129,8 @@ class Engine:
             tg.start_soon(_until_done, self.committer.run, self._committer_done)
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
             await tg.start(self.watcher.run)
+            if self.pages is not None:
+                await tg.start(self.pages.run)
             await tg.start(self.progress.run)
             tg.start_soon(self._monitor_lanes)
             task_status.started()
@@ -187,6 +199,16 @@ class Engine:
                 )
             )
         self._contexts.load(run_id, contexts)
+        if self.pages is not None:
+            for task, ctx in zip(tasks, contexts, strict=True):
+                if not task.state.is_terminal and task.counters.succeeded == 0:
+                    self.pages.open(
+                        task.task_id,
+                        run_id,
+                        ctx.task_type,
+                        task.counters.total,
+                        spec.scoring_timeout_s,
+                    )
         self.limiter.add_run(run_id, spec.max_concurrency)
         live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
         if run.cancel_requested:
@@ -210,6 +232,8 @@ class Engine:
         return report
 
     async def _finish_cancel(self, run_id: str) -> TransitionReport:
+        if self.pages is not None:
+            self.pages.discard_run(run_id)  # a cancel drops outcomes in flight
         report = await self.store.cancel_run(run_id, time.time())
         self.events.publish(report.events)
         self.watcher.schedule(report.finished_tasks)
@@ -340,6 +364,8 @@ class Engine:
         self, batch: Sequence[SubtaskOutcome], report: CompletionReport
     ) -> None:
         self.events.publish(report.events)
+        if self.pages is not None:
+            self.pages.committed(batch)  # before the watcher may finish the task
         for observe in self.outcome_observers:
             observe(batch)
         for retry in report.retries:
@@ -356,6 +382,8 @@ class Engine:
         self.dispatcher.forget_run(run_id)
         self.progress.forget(run_id)
         self._contexts.forget_run(run_id)
+        if self.pages is not None:
+            self.pages.discard_run(run_id)
 
 
 async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:

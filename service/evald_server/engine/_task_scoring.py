@@ -29,6 +29,7 @@ from evald_server.domain import (
     TaskType,
     task_outcome,
 )
+from evald_server.engine._page_scoring import PageScoring
 from evald_server.engine._profile import build_profile
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._results import (
@@ -70,9 +71,11 @@ class Watcher:
         on_run_finished: Callable[[str, RunState], None],
         *,
         concurrency: int = 2,
+        pages: PageScoring | None = None,
     ) -> None:
         self._store = store
         self._scoring = scoring
+        self._pages = pages
         self._publish = publish
         self._on_run_finished = on_run_finished
         self._slots = anyio.Semaphore(concurrency)
@@ -126,14 +129,19 @@ class Watcher:
         errors: list[EvalError] = []
         if counters.succeeded > 0:
             try:
-                report = await self._scoring.score(
-                    dataset.task_type,
-                    StoredSamples(self._store, task_id),
-                    seed=spec.seed,
-                    timeout_s=spec.scoring_timeout_s,
-                )
+                if self._pages is not None:
+                    report = await self._pages.finish(task_id, counters.succeeded, seed=spec.seed)
+                if report is None:
+                    report = await self._scoring.score(
+                        dataset.task_type,
+                        StoredSamples(self._store, task_id),
+                        seed=spec.seed,
+                        timeout_s=spec.scoring_timeout_s,
+                    )
             except ScoringFailure as failure:
                 errors.append(failure.error)
+        elif self._pages is not None:
+            self._pages.discard(task_id)
         scoring_time = time.perf_counter() - started
         inputs = await self._store.profile_inputs(task_id)
         errors.extend(
