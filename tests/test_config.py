@@ -136,6 +136,7 @@ def test_engine_tuning_loads_and_its_defaults_are_the_engines_own(tmp_path: Path
     assert defaults.heartbeat_s == engine["heartbeat_s"].default
     assert defaults.commit_batch == engine["commit_batch"].default
     assert defaults.commit_delay_s == engine["commit_delay_s"].default
+    assert defaults.score_page_size == engine["score_page_size"].default
     assert defaults.scoring_concurrency == engine["scoring_concurrency"].default
     assert (
         defaults.scoring_workers is inspect.signature(ScoringPool).parameters["max_workers"].default

@@ -201,6 +201,8 @@ class EngineSection(_Section):
     scoring_workers: Annotated[int, Field(ge=1, le=256)] | None = None
     # Finished tasks scored at once (each holds one worker while it is scored).
     scoring_concurrency: Annotated[int, Field(ge=1, le=256)] = 2
+    # Samples per page a task is scored in while its answers arrive (pools that can).
+    score_page_size: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
     # The most one dataset upload may be: it is held in memory while it is validated.
     max_upload_bytes: Annotated[int, Field(ge=1024, le=1 << 40)] = 512 * 1024 * 1024
 

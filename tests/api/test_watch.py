@@ -238,3 +238,29 @@ async def test_client_deadline_ends_only_that_watch(address: str) -> None:
         assert patient[-1] is grpc.StatusCode.OK
         assert _is_terminal_response(patient[-2])
         assert patient[-2].event.state_changed.state == enums_pb2.RUN_STATE_CANCELLED
+
+
+async def test_a_snapshots_completed_count_is_the_same_from_any_cursor(address: str) -> None:
+    """``completed_since_last`` counts the completions since the run's previous snapshot
+    (the progress tracker's count, stored with it): a watch that starts just before a
+    snapshot reads the same count as one that saw every snapshot before it."""
+    async with AsyncEvaldClient(address) as client, raw_stub(address) as stub:
+        run = await client.create_run(
+            models=["sim-flaky"], datasets=[("small", "1.0.0")], retry_policy=NO_RETRIES
+        )
+        await client.wait(run.run_id, timeout_s=30)
+
+        async def replay(after_seq: int) -> list[service_pb2.WatchRunResponse]:
+            request = service_pb2.WatchRunRequest(run_id=run.run_id, after_seq=after_seq)
+            return [r async for r in stub.WatchRun(request)]
+
+        full = [r.event for r in await replay(0) if r.event.WhichOneof("kind") == "progress"]
+        assert full, "the run wrote no progress snapshot"
+        counts = [e.progress.completed_since_last for e in full]
+        last = full[-1].progress.progress.counts
+        terminal = last.succeeded + last.failed_permanent + last.cancelled
+        assert 0 < sum(counts) <= terminal
+        for event in full:
+            resumed = (await replay(event.seq - 1))[0].event
+            assert resumed.seq == event.seq
+            assert resumed.progress.completed_since_last == event.progress.completed_since_last

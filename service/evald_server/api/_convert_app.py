@@ -314,8 +314,9 @@ def run_to_proto(run: Run) -> run_pb2.Run:
     return message
 
 
-def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_pb2.RunEvent:
-    """One RunEvent; ``completed_since_last`` is counted per watcher by the servicer."""
+def event_to_proto(event: RunEvent) -> event_pb2.RunEvent:
+    """One RunEvent, as stored: a snapshot's ``completed_since_last`` is the progress
+    tracker's count since the run's previous snapshot, the same for every watcher."""
     message = event_pb2.RunEvent(
         seq=event.seq, event_time=timestamp(event.time), run_id=event.run_id
     )
@@ -336,7 +337,7 @@ def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_p
             )
             if progress.eta_s is not None:
                 snapshot.eta.CopyFrom(duration(progress.eta_s))
-            snapshot.completed_since_last = completed_since_last
+            snapshot.completed_since_last = progress.completed_since_last
             snapshot.models.extend(_activity(m) for m in progress.models)
         case TaskEvaluation() as evaluation:
             message.task_scored.result.CopyFrom(evaluation_to_proto(evaluation))

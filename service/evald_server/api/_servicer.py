@@ -271,16 +271,8 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
         events = await self.app.runs.watch(
             tenant, _required(request.run_id, "run_id"), request.after_seq
         )
-        last_terminal: int | None = None
         while (event := await self._next_event(events)) is not None:
-            completed = 0
-            if event.progress is not None:
-                terminal = event.progress.counters.terminal
-                completed = terminal - last_terminal if last_terminal is not None else 0
-                last_terminal = terminal
-            yield service_pb2.WatchRunResponse(
-                event=event_to_proto(event, completed_since_last=max(completed, 0))
-            )
+            yield service_pb2.WatchRunResponse(event=event_to_proto(event))
 
     @unary
     async def ListResults(

@@ -97,6 +97,7 @@ class Evald:
                 commit_batch=tuning.commit_batch,
                 commit_delay_s=tuning.commit_delay_s,
                 scoring_concurrency=tuning.scoring_concurrency,
+                score_page_size=tuning.score_page_size,
                 stall_after_s=self.config.server.stall_warning_s,
                 rate_settings={m.id: RateSettings.of(m) for m in self.config.models},
             )

@@ -33,7 +33,9 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from evald_server.domain import OutcomeKind
 from evald_server.engine._committer import Committer
+from evald_server.engine._contexts import TaskContexts
 from evald_server.engine._cost import RunBudgets
 from evald_server.engine._executor import TaskContext, aborted, call_model
 from evald_server.engine._lanes import Lane, LaneState
@@ -55,17 +57,19 @@ class Dispatcher:
         limiter: Limiter,
         providers: Mapping[str, Provider],
         committer: Committer,
-        contexts: Mapping[str, TaskContext],
+        contexts: TaskContexts,
         publish: PublishEvents,
         *,
         rng: random.Random | None = None,
         rate: RateControl | None = None,
         budgets: RunBudgets | None = None,
         on_budget_reached: Callable[[str, str], Awaitable[None]] | None = None,
+        on_answer: Callable[[ClaimedSubtask, SubtaskOutcome], None] | None = None,
     ) -> None:
         self._store = store
         self.budgets = budgets or RunBudgets()
         self._on_budget_reached = on_budget_reached
+        self._on_answer = on_answer  # sees every succeeded call before its outcome commits
         self.rate = rate or RateControl(limiter, {}, providers)
         self._limiter = limiter
         self._committer = committer
@@ -188,11 +192,9 @@ class Dispatcher:
         slots (held by other lanes) leave room to claim other runs' work."""
         takeable = lane.takeable(self._limiter)
         want = lane.high_water - takeable
-        now = time.time()
-        ready = [run_id for run_id in lane.claim_order if lane.runs[run_id].runnable(now)]
         claimed = 0
-        if takeable < lane.low_water and want > 0 and ready:
-            lane.claim_order.rotate(-1)  # the next round starts with the next run
+        ready = lane.claim_round(time.time()) if takeable < lane.low_water and want > 0 else []
+        if ready:
             share = max(1, math.ceil(want / len(ready)))
             for run_id in ready:
                 claimed += await self._claim(lane, run_id, share)
@@ -248,6 +250,8 @@ class Dispatcher:
             reason = self.budgets.charge(outcome)
             if reason is not None:
                 self._cancelled_runs.add(item.run_id)  # at once: no other call starts
+            if self._on_answer is not None and outcome.kind is OutcomeKind.SUCCEEDED:
+                self._on_answer(item, outcome)
             await self._committer.submit(outcome)
             if reason is not None and self._on_budget_reached is not None:
                 await self._on_budget_reached(item.run_id, reason)

@@ -31,12 +31,14 @@ from evald_server.domain import (
     TaskType,
 )
 from evald_server.engine._committer import Committer
+from evald_server.engine._contexts import TaskContexts
 from evald_server.engine._cost import Pricing, RunBudgets
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
+from evald_server.engine._page_scoring import PAGE_SIZE, PageScoring, PageScoringPort
 from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
@@ -67,6 +69,7 @@ class Engine:
         stall_after_s: float = 60.0,
         rng: random.Random | None = None,
         rate_settings: Mapping[str, RateSettings] | None = None,
+        score_page_size: int = PAGE_SIZE,
     ) -> None:
         self.store = store
         self._providers = providers
@@ -74,8 +77,13 @@ class Engine:
         self.rate = RateControl(self.limiter, rate_settings or {}, providers)
         self.budgets = RunBudgets()
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
-        self._contexts: dict[str, TaskContext] = {}
-        self._run_tasks: dict[str, list[str]] = {}
+        self._contexts = TaskContexts()
+        # Tasks scored page by page as their outcomes commit (when the pool can).
+        self.pages = (
+            PageScoring(scoring, page_size=score_page_size)
+            if isinstance(scoring, PageScoringPort)
+            else None
+        )
         self.committer = Committer(
             store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
         )
@@ -90,6 +98,7 @@ class Engine:
             rate=self.rate,
             budgets=self.budgets,
             on_budget_reached=self._budget_reached,
+            on_answer=None if self.pages is None else self.pages.answered,
         )
         self.task_scorer = TaskScorer(
             store,
@@ -97,6 +106,7 @@ class Engine:
             self.events.publish,
             self._on_run_finished,
             concurrency=scoring_concurrency,
+            pages=self.pages,
         )
         self.stall_after_s = stall_after_s
         self.progress = ProgressTracker(
@@ -124,6 +134,8 @@ class Engine:
             tg.start_soon(_until_done, self.committer.run, self._committer_done)
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
             await tg.start(self.task_scorer.run)
+            if self.pages is not None:
+                await tg.start(self.pages.run)
             await tg.start(self.progress.run)
             tg.start_soon(self._monitor_lanes)
             task_status.started()
@@ -171,25 +183,38 @@ class Engine:
             return
         spec = RunSpec.from_json(run.spec)
         tasks = await self.store.get_tasks(run_id)
-        self._run_tasks[run_id] = [t.task_id for t in tasks]
+        contexts = []
         for task in tasks:
             dataset = await self.store.get_dataset(task.dataset_id)
             assert dataset is not None
-            self._contexts[task.task_id] = TaskContext(
-                task_id=task.task_id,
-                run_id=run_id,
-                model_id=task.model_id,
-                task_type=dataset.task_type,
-                prompt=await task_prompt(self.store, run.tenant, spec, dataset),
-                params=GenerationParams.model_validate(task.model["params"]),
-                policy=spec.retry_policy,
-                top_logprobs=TOP_LOGPROBS
-                if dataset.task_type is TaskType.MULTIPLE_CHOICE
-                and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
-                is ChoiceScoring.LOGPROBS
-                else None,
-                pricing=Pricing.of(ModelIdentity.from_json(task.model).price),
+            contexts.append(
+                TaskContext(
+                    task_id=task.task_id,
+                    run_id=run_id,
+                    model_id=task.model_id,
+                    task_type=dataset.task_type,
+                    prompt=await task_prompt(self.store, run.tenant, spec, dataset),
+                    params=GenerationParams.model_validate(task.model["params"]),
+                    policy=spec.retry_policy,
+                    top_logprobs=TOP_LOGPROBS
+                    if dataset.task_type is TaskType.MULTIPLE_CHOICE
+                    and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
+                    is ChoiceScoring.LOGPROBS
+                    else None,
+                    pricing=Pricing.of(ModelIdentity.from_json(task.model).price),
+                )
             )
+        self._contexts.load(run_id, contexts)
+        if self.pages is not None:
+            for task, ctx in zip(tasks, contexts, strict=True):
+                if not task.state.is_terminal and task.counters.succeeded == 0:
+                    self.pages.open(
+                        task.task_id,
+                        run_id,
+                        ctx.task_type,
+                        task.counters.total,
+                        spec.scoring_timeout_s,
+                    )
         self.limiter.add_run(run_id, spec.max_concurrency)
         spent_out = self.budgets.track(run_id, spec.budget, run.cost)
         if spent_out is not None and not run.cancel_requested:
@@ -224,6 +249,8 @@ class Engine:
         await self.dispatcher.cancel_run(run_id, abort_calls=False)
 
     async def _finish_cancel(self, run_id: str, *, reason: str | None = None) -> TransitionReport:
+        if self.pages is not None:
+            self.pages.discard_run(run_id)  # a cancel drops outcomes in flight
         report = await self.store.cancel_run(run_id, time.time(), reason=reason)
         self.events.publish(report.events)
         self.task_scorer.schedule(report.finished_tasks)
@@ -354,12 +381,15 @@ class Engine:
         self, batch: Sequence[SubtaskOutcome], report: CompletionReport
     ) -> None:
         self.events.publish(report.events)
+        if self.pages is not None:
+            self.pages.committed(batch)  # before the watcher may finish the task
         for observe in self.outcome_observers:
             observe(batch)
         for retry in report.retries:
             self.dispatcher.retry_scheduled(retry.run_id, retry.model_id, retry.next_attempt_at)
         self.progress.touch({retry.run_id for retry in report.retries})
-        force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}
+        runs = (self._contexts.run_of(t) for t in report.finished_tasks)
+        force = {run_id for run_id in runs if run_id is not None}
         self.progress.completed(report.completed_per_run, force=force)
         self.task_scorer.schedule(report.finished_tasks)
 
@@ -369,8 +399,9 @@ class Engine:
         self.budgets.forget(run_id)
         self.dispatcher.forget_run(run_id)
         self.progress.forget(run_id)
-        for task_id in self._run_tasks.pop(run_id, ()):
-            self._contexts.pop(task_id, None)
+        self._contexts.forget_run(run_id)
+        if self.pages is not None:
+            self.pages.discard_run(run_id)
 
 
 async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:

@@ -19,6 +19,7 @@ import anyio
 import anyio.abc
 
 from evald_server.domain import EvalError, RunState, TaskState, TaskType, task_outcome
+from evald_server.engine._page_scoring import PageScoring
 from evald_server.engine._profile import build_profile
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._results import ModelIdentity, assemble_evaluation, failure_errors
@@ -56,9 +57,11 @@ class TaskScorer:
         on_run_finished: Callable[[str, RunState], None],
         *,
         concurrency: int = 2,
+        pages: PageScoring | None = None,
     ) -> None:
         self._store = store
         self._scoring = scoring
+        self._pages = pages
         self._publish = publish
         self._on_run_finished = on_run_finished
         self._slots = anyio.Semaphore(concurrency)
@@ -112,14 +115,19 @@ class TaskScorer:
         errors: list[EvalError] = []
         if counters.succeeded > 0:
             try:
-                report = await self._scoring.score(
-                    dataset.task_type,
-                    StoredSamples(self._store, task_id),
-                    seed=spec.seed,
-                    timeout_s=spec.scoring_timeout_s,
-                )
+                if self._pages is not None:
+                    report = await self._pages.finish(task_id, counters.succeeded, seed=spec.seed)
+                if report is None:
+                    report = await self._scoring.score(
+                        dataset.task_type,
+                        StoredSamples(self._store, task_id),
+                        seed=spec.seed,
+                        timeout_s=spec.scoring_timeout_s,
+                    )
             except ScoringFailure as failure:
                 errors.append(failure.error)
+        elif self._pages is not None:
+            self._pages.discard(task_id)
         scoring_time = time.perf_counter() - started
         inputs = await self._store.profile_inputs(task_id)
         errors.extend(failure_errors(inputs.failure_reasons))

@@ -40,6 +40,7 @@ from evald_server.scoring._payloads import (
 from evald_server.scoring._pool import ScoringPool
 from evald_server.scoring._registry import Scorer, score_task, scorer_dependencies, scorer_for
 from evald_server.scoring._sample_scores import SampleScores
+from evald_server.scoring._scored_pages import ScoredPage
 from evald_server.scoring._types import (
     IntervalMethod,
     MetricInterval,
@@ -77,6 +78,7 @@ __all__ = [
     "SampleScores",
     "SampleSource",
     "ScoreReport",
+    "ScoredPage",
     "Scorer",
     "ScoringFailure",
     "ScoringPool",

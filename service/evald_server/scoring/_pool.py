@@ -33,6 +33,7 @@ from evald_server.scoring._errors import ScoringFailure
 from evald_server.scoring._pages import EncodedPage, PageDecoder, SampleSource
 from evald_server.scoring._registry import Scorer, scorer_for
 from evald_server.scoring._sample_scores import columnar
+from evald_server.scoring._scored_pages import ScoredPage
 from evald_server.scoring._types import ScoreReport, ScoringSample
 
 _log = logging.getLogger(__name__)
@@ -46,15 +47,24 @@ def default_workers() -> int:
     return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
+_SCORE, _PAGE_JOB, _AGGREGATE = "score", "page", "aggregate"
+
+
 @dataclass(frozen=True, slots=True)
 class _Job:
-    """Opens a job; its samples follow in pages, then a ``_JobEnd`` (see ``_worker_main``)."""
+    """Opens a job; its samples follow in pages, then a ``_JobEnd`` (see ``_worker_main``).
+
+    ``mode``: score the whole task (the samples), score one page of it against
+    ``context`` (the samples), or aggregate its scored pages (``ScoredPage``s, then the
+    samples not scored yet, scored here as one last page)."""
 
     scorer: Scorer | None  # an injected scorer; None: the registry's
     task_type: TaskType
     seed: int
     worst_k: int
     resamples: int
+    mode: str = _SCORE
+    context: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +74,12 @@ class _JobEnd:
 
 @dataclass(frozen=True, slots=True)
 class _Reply:
-    """A worker's one message per job: the report, or the exception the job raised.
+    """A worker's one message per job: its result (a report, a scored page, or None for
+    an aggregation the scorer declined), or the exception the job raised.
 
     A worker also sends an empty one when it has started and is ready for jobs."""
 
-    report: ScoreReport | None = None
+    result: Any = None
     error_type: str = ""
     traceback: str = ""
 
@@ -78,19 +89,35 @@ class _Reply:
 
 
 _READY = _Reply()
-_Page = EncodedPage | Sequence[ScoringSample]
+_Page = EncodedPage | Sequence[ScoringSample] | Sequence[ScoredPage]
 
 
-def _score(job: _Job | None, samples: Sequence[ScoringSample]) -> _Reply:
+def _score(job: _Job | None, items: Sequence[Any]) -> _Reply:
     if job is None:
         return _Reply(error_type="RuntimeError", traceback="samples arrived without a job\n")
     try:
-        scorer = job.scorer or scorer_for(job.task_type)
-        report = scorer.score(samples, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples)
+        scorer: Any = job.scorer or scorer_for(job.task_type)
+        if job.mode == _PAGE_JOB:
+            return _Reply(scorer.score_page(items, context=job.context, worst_k=job.worst_k))
+        if job.mode == _AGGREGATE:
+            return _Reply(_aggregate(scorer, job, items))
+        report = scorer.score(items, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples)
         # Columns, whatever the scorer returned: the server reads them row by row.
         return _Reply(replace(report, sample_scores=columnar(report.sample_scores)))
     except Exception as exc:
         return _Reply.failed(exc)
+
+
+def _aggregate(scorer: Any, job: _Job, items: Sequence[Any]) -> ScoreReport | None:
+    pages = [item for item in items if isinstance(item, ScoredPage)]
+    rest = [item for item in items if not isinstance(item, ScoredPage)]
+    if rest:
+        known = tuple(sorted({label for page in pages for label in page.context}))
+        pages.append(scorer.score_page(rest, context=known, worst_k=job.worst_k))
+    report: ScoreReport | None = scorer.aggregate(
+        pages, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
+    )
+    return report
 
 
 def _worker_main(conn: Connection) -> None:
@@ -105,7 +132,7 @@ def _worker_main(conn: Connection) -> None:
     conn.send(_READY)
     job: _Job | None = None
     decoder = PageDecoder()
-    samples: list[ScoringSample] = []
+    samples: list[ScoringSample | ScoredPage] = []  # a page job's, or an aggregation's
     failure: _Reply | None = None
     while True:
         try:
@@ -251,11 +278,65 @@ class ScoringPool:
         (reading the store), which is outside it as when samples are given in memory.
         An error of the source propagates as it is.
         """
+        job = _Job(self._scorers.get(task_type), task_type, seed, self._worst_k, self._resamples)
+        report: ScoreReport = await self._run(job, samples, timeout_s)
+        return report
+
+    def scores_pages(self, task_type: TaskType) -> bool:
+        """Whether the scorer of ``task_type`` scores page by page (``score_page``)."""
+        scorer = self._scorers.get(task_type) or scorer_for(task_type)
+        return bool(getattr(scorer, "pages", False))
+
+    async def score_page(
+        self,
+        task_type: TaskType,
+        samples: Sequence[ScoringSample],
+        *,
+        context: tuple[str, ...],
+        timeout_s: float,
+    ) -> ScoredPage:
+        """One page of a task's samples scored on its own (``scores_pages`` scorers)."""
+        job = _Job(
+            self._scorers.get(task_type),
+            task_type,
+            0,
+            self._worst_k,
+            self._resamples,
+            mode=_PAGE_JOB,
+            context=context,
+        )
+        page: ScoredPage = await self._run(job, samples, timeout_s)
+        return page
+
+    async def aggregate(
+        self,
+        task_type: TaskType,
+        pages: Sequence[ScoredPage],
+        rest: Sequence[ScoringSample],
+        *,
+        seed: int,
+        timeout_s: float,
+    ) -> ScoreReport | None:
+        """The task's report from its scored pages and the samples not scored yet (one
+        last page); None when the pages disagree on their context (see
+        ``_scored_pages``): score the whole task instead."""
+        job = _Job(
+            self._scorers.get(task_type),
+            task_type,
+            seed,
+            self._worst_k,
+            self._resamples,
+            mode=_AGGREGATE,
+        )
+        report: ScoreReport | None = await self._run(job, [*pages, *rest], timeout_s)
+        return report
+
+    async def _run(self, job: _Job, samples: Sequence[Any] | SampleSource, timeout_s: float) -> Any:
+        """One job on a worker of its own; its reply, or ``ScoringFailure``."""
         if self._closed:
             raise RuntimeError("the scoring pool is closed")
-        scorer = self._scorers.get(task_type) or scorer_for(task_type)
+        scorer = self._scorers.get(job.task_type) or scorer_for(job.task_type)
         name = f"{scorer.name}@{scorer.version}"
-        job = _Job(self._scorers.get(task_type), task_type, seed, self._worst_k, self._resamples)
         lease = _Lease(self._slots, self._long_lane, self._long_after_s)
         await lease.acquire()
         try:
@@ -293,8 +374,8 @@ class ScoringPool:
                 self._checkin(worker, healthy)
         finally:
             lease.release()
-        if reply.report is not None:
-            return reply.report
+        if not reply.error_type:
+            return reply.result
         _log.error("scorer %s raised %s:\n%s", name, reply.error_type, reply.traceback)
         raise ScoringFailure(
             ErrorReason.SCORER_FAILED,
@@ -310,7 +391,7 @@ class ScoringPool:
         self,
         worker: _Worker,
         job: _Job,
-        samples: Sequence[ScoringSample] | SampleSource,
+        samples: Sequence[Any] | SampleSource,
         budget: anyio.CancelScope,
         lease: "_Lease",
     ) -> _Reply:
