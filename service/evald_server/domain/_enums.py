@@ -162,6 +162,7 @@ class ErrorReason(StrEnum):
     PROVIDER_BAD_RESPONSE = "provider_bad_response"
     PROVIDER_REJECTED = "provider_rejected"
     PROVIDER_AUTH_FAILED = "provider_auth_failed"
+    JUDGE_VERDICT_UNPARSEABLE = "judge_verdict_unparseable"
     # EVAL_OPERATOR_ERROR
     SCORER_FAILED = "scorer_failed"
     SCORER_TIMEOUT = "scorer_timeout"
