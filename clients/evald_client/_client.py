@@ -23,6 +23,7 @@ from evald_client._models import (
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryOutcome,
@@ -213,12 +214,16 @@ class AsyncEvaldClient:
         dataset_options: Sequence[DatasetOptions] = (),
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
+        judge: JudgeOptions | None = None,
+        response_cache: bool = False,
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
         ``dataset_options`` set generation parameters, prompt options and choice
         scoring for single datasets (winning over ``generation``, ``prompt`` and
-        ``choice_scoring``, which apply to every dataset of the run).
+        ``choice_scoring``, which apply to every dataset of the run). ``judge`` grades
+        every answer with a judge model; ``response_cache`` answers from (and fills)
+        the server's response cache.
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -239,6 +244,9 @@ class AsyncEvaldClient:
             spec.prompt.CopyFrom(convert.prompt_to_proto(prompt))
         if choice_scoring is not None:
             spec.choice_scoring = convert.choice_scoring_to_proto(ChoiceScoring(choice_scoring))
+        if judge is not None:
+            spec.judge.CopyFrom(convert.judge_options_to_proto(judge))
+        spec.response_cache = response_cache
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return convert.run_from_proto(response.run)

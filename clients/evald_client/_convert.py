@@ -28,6 +28,7 @@ from evald_client._enums import (
     ErrorCategory,
     FinishReason,
     IntervalMethod,
+    JudgeScoreFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -50,6 +51,7 @@ from evald_client._models import (
     DatasetRef,
     EvalError,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryPolicy,
@@ -57,6 +59,7 @@ from evald_client._models import (
     RunProgress,
     RunSpec,
     Sample,
+    SampleJudgement,
     SubtaskCounts,
     TaskProgress,
 )
@@ -70,6 +73,7 @@ from evald_client._results import (
     ExecutionProfile,
     ExtractionRuleCount,
     GenerationPayload,
+    JudgeProvenance,
     MatchModeStats,
     MetricInterval,
     MetricUncertainty,
@@ -367,6 +371,82 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
         dataset_options=tuple(dataset_options_from_proto(o) for o in message.dataset_options),
         prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
         choice_scoring=_choice_scoring(message.choice_scoring),
+        judge=judge_options_from_proto(message.judge) if message.HasField("judge") else None,
+        response_cache=message.response_cache,
+    )
+
+
+# -- model-graded scoring ---------------------------------------------------------------
+
+
+def judge_options_to_proto(options: JudgeOptions) -> run_pb2.JudgeSpec:
+    message = run_pb2.JudgeSpec(
+        model_id=options.model_id,
+        rubric=options.rubric,
+        score_format=_enum_to_proto(
+            JudgeScoreFormat(options.score_format),
+            enums_pb2.JudgeScoreFormat,
+            "JUDGE_SCORE_FORMAT_",
+        ),
+        scale_min=options.scale_min,
+        scale_max=options.scale_max,
+        rounds=options.rounds,
+    )
+    if options.pass_threshold is not None:
+        message.pass_threshold = options.pass_threshold
+    if options.parse_retries is not None:
+        message.parse_retries = options.parse_retries
+    if options.generation is not None:
+        message.generation_overrides.CopyFrom(generation_to_proto(options.generation))
+    return message
+
+
+def _score_format(value: int) -> JudgeScoreFormat:
+    return _enum(JudgeScoreFormat, enums_pb2.JudgeScoreFormat, value, "JUDGE_SCORE_FORMAT_")
+
+
+def judge_options_from_proto(message: run_pb2.JudgeSpec) -> JudgeOptions:
+    return JudgeOptions(
+        model_id=message.model_id,
+        rubric=message.rubric,
+        score_format=_score_format(message.score_format),
+        scale_min=message.scale_min,
+        scale_max=message.scale_max,
+        pass_threshold=_optional(message, "pass_threshold"),
+        rounds=message.rounds or 1,
+        parse_retries=_optional(message, "parse_retries"),
+        generation=generation_from_proto(message.generation_overrides)
+        if message.HasField("generation_overrides")
+        else None,
+    )
+
+
+def judgement_from_proto(message: sample_pb2.SampleJudgement) -> SampleJudgement:
+    return SampleJudgement(
+        score=_optional(message, "score"),
+        passed=_optional(message, "passed"),
+        rationale=message.rationale,
+        rounds=message.rounds,
+        agreed=_optional(message, "agreed"),
+        error=eval_error_from_proto(message.error) if message.HasField("error") else None,
+    )
+
+
+def judge_provenance_from_proto(message: result_pb2.JudgeProvenance) -> JudgeProvenance:
+    return JudgeProvenance(
+        model_id=message.model.model_id,
+        provider=message.model.provider,
+        provider_model=message.model.provider_model,
+        params=generation_from_proto(message.model.params),
+        rubric_sha256=message.rubric_sha256,
+        score_format=_score_format(message.score_format),
+        scale_min=message.scale_min,
+        scale_max=message.scale_max,
+        pass_threshold=message.pass_threshold,
+        rounds=message.rounds,
+        parse_retries=message.parse_retries,
+        judged_samples=message.judged_samples,
+        unjudged_samples=message.unjudged_samples,
     )
 
 
@@ -428,6 +508,10 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         ),
         decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
         truncated_fields={t.field: t.full_bytes for t in message.truncated_fields},
+        judgement=judgement_from_proto(message.judgement)
+        if message.HasField("judgement")
+        else None,
+        cache_hit=message.cache_hit,
     )
 
 
@@ -547,6 +631,7 @@ def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
         samples_empty=message.samples_empty,
         samples_without_usage=message.samples_without_usage,
         decode_tokens_per_second=_optional(message, "decode_tokens_per_second"),
+        cache_hits=message.cache_hits,
     )
 
 
@@ -561,6 +646,7 @@ def _provenance(message: result_pb2.Provenance) -> Provenance:
         platform=message.platform,
         bootstrap_seed=message.bootstrap_seed,
         dependencies=dict(message.dependencies),
+        judge=judge_provenance_from_proto(message.judge) if message.HasField("judge") else None,
     )
 
 
@@ -672,4 +758,7 @@ def result_from_proto(message: result_pb2.TaskEvaluationResult) -> TaskResult:
         provenance=_provenance(message.provenance),
         created_time=_time(message, "created_time"),
         payload=_payload(message),
+        judge_execution=_execution(message.judge_execution_profile)
+        if message.HasField("judge_execution_profile")
+        else None,
     )

@@ -30,6 +30,7 @@ from evald_client._models import (
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryOutcome,
@@ -230,6 +231,8 @@ class EvaldClient:
         dataset_options: Sequence[DatasetOptions] = (),
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
+        judge: JudgeOptions | None = None,
+        response_cache: bool = False,
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -246,6 +249,8 @@ class EvaldClient:
                 dataset_options=dataset_options,
                 prompt=prompt,
                 choice_scoring=choice_scoring,
+                judge=judge,
+                response_cache=response_cache,
             )
         )
 

@@ -33,6 +33,7 @@ from evald_server.engine import (
     RunSpec,
     ScoringPort,
     TaskEvaluation,
+    cache_settings,
 )
 from evald_server.providers import Provider, build_provider
 from evald_server.scoring import ScoringPool
@@ -102,6 +103,7 @@ class Evald:
                 max_inflight=self.config.limits.max_inflight,
                 heartbeat_s=self._heartbeat_s,
                 rate_settings={m.id: RateSettings.of(m) for m in self.config.models},
+                cache=cache_settings(self.config),
                 **{"stall_after_s": self.config.server.stall_warning_s, **self._engine_options},
             )
             self._engine = engine

@@ -32,6 +32,13 @@ class ChoiceScoring(StrEnum):
     LOGPROBS = "logprobs"  # the letter tokens' log-probabilities (text as the fallback)
 
 
+class JudgeScoreFormat(StrEnum):
+    """What a judge model is asked to answer with (and what is parsed, strictly)."""
+
+    PASS_FAIL = "pass_fail"  # a last line "VERDICT: PASS" or "VERDICT: FAIL"
+    SCALE = "scale"  # a last line "SCORE: <integer in [scale_min, scale_max]>"
+
+
 class SubtaskState(StrEnum):
     """One record × model × repeat index: the unit that is executed and retried.
 

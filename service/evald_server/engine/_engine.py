@@ -26,6 +26,7 @@ from evald_server.domain import (
     ErrorReason,
     EvalError,
     RunState,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
     TaskType,
@@ -33,17 +34,25 @@ from evald_server.domain import (
 from evald_server.engine._committer import Committer
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub, RunEvent
-from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
+from evald_server.engine._executor import TOP_LOGPROBS, TaskContext, context_key
+from evald_server.engine._judging import JudgePrompt
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
 from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
+from evald_server.engine._response_cache import CacheSettings, ResponseCache
 from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._task_scoring import ScoringPort, Watcher
 from evald_server.providers import Provider
-from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
+from evald_server.store import (
+    CompletionReport,
+    Store,
+    SubtaskOutcome,
+    TaskRow,
+    TransitionReport,
+)
 
 _log = logging.getLogger(__name__)
 FAILING_AFTER = 3  # consecutive failed calls of a model before a warning is logged
@@ -65,6 +74,7 @@ class Engine:
         stall_after_s: float = 60.0,
         rng: random.Random | None = None,
         rate_settings: Mapping[str, RateSettings] | None = None,
+        cache: CacheSettings | None = None,
     ) -> None:
         self.store = store
         self._providers = providers
@@ -73,6 +83,7 @@ class Engine:
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
         self._contexts: dict[str, TaskContext] = {}
         self._run_tasks: dict[str, list[str]] = {}
+        self.cache = ResponseCache(store, cache or CacheSettings())
         self.committer = Committer(
             store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
         )
@@ -85,6 +96,7 @@ class Engine:
             self.events.publish,
             rng=rng,
             rate=self.rate,
+            cache=self.cache,
         )
         self.watcher = Watcher(
             store,
@@ -170,7 +182,8 @@ class Engine:
         for task in tasks:
             dataset = await self.store.get_dataset(task.dataset_id)
             assert dataset is not None
-            self._contexts[task.task_id] = TaskContext(
+            answer_scope = self._cache_scope(spec, run.tenant, task.model_id)
+            self._contexts[task.task_id] = ctx = TaskContext(
                 task_id=task.task_id,
                 run_id=run_id,
                 model_id=task.model_id,
@@ -183,23 +196,46 @@ class Engine:
                 and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
                 is ChoiceScoring.LOGPROBS
                 else None,
+                cache_scope=answer_scope,
             )
+            judge = task.model.get("judge")
+            if spec.judge is not None and judge is not None:
+                judge_model = str(judge["model_id"])
+                self._contexts[context_key(task.task_id, SubtaskPhase.JUDGE)] = TaskContext(
+                    task_id=task.task_id,
+                    run_id=run_id,
+                    model_id=judge_model,
+                    task_type=dataset.task_type,
+                    prompt=ctx.prompt,
+                    params=GenerationParams.model_validate(judge["params"]),
+                    policy=spec.retry_policy,
+                    judge=JudgePrompt(spec.judge, dataset.task_type, ctx.prompt),
+                    cache_scope=self._cache_scope(spec, run.tenant, judge_model),
+                )
         self.limiter.add_run(run_id, spec.max_concurrency)
-        live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
+        live = {
+            m
+            for t in tasks
+            if t.state in (TaskState.PENDING, TaskState.RUNNING)
+            for m in _models_of(t)
+        }
         if run.cancel_requested:
             await self._finish_cancel(run_id)
             return
         for model_id in sorted(live - set(self._providers)):
-            error = EvalError.of(
-                ErrorReason.MODEL_NOT_FOUND,
-                f"model {model_id!r} is no longer configured on this server",
-                modelId=model_id,
-            )
-            self.watcher.schedule(
-                await self.store.fail_model_work(run_id, model_id, error, time.time())
-            )
+            await self._fail_missing_model(run_id, model_id)
         self.progress.started(run_id)
         self.dispatcher.add_work(run_id, sorted(live & set(self._providers)))
+
+    async def _fail_missing_model(self, run_id: str, model_id: str) -> None:
+        error = EvalError.of(
+            ErrorReason.MODEL_NOT_FOUND,
+            f"model {model_id!r} is no longer configured on this server",
+            modelId=model_id,
+        )
+        self.watcher.schedule(
+            await self.store.fail_model_work(run_id, model_id, error, time.time())
+        )
 
     async def cancel_run(self, run_id: str) -> TransitionReport:
         report = await self._finish_cancel(run_id)
@@ -331,6 +367,11 @@ class Engine:
                 _log.info("model %s is no longer stalled", state.model_id)
                 self.progress.force(state.runs)
 
+    def _cache_scope(self, spec: RunSpec, tenant: str, model_id: str) -> str | None:
+        if not spec.response_cache:
+            return None
+        return self.cache.settings.scope(tenant, model_id)
+
     # -- callbacks -----------------------------------------------------------------------
 
     async def _on_committed(
@@ -344,7 +385,13 @@ class Engine:
         self.progress.touch({retry.run_id for retry in report.retries})
         force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}
         self.progress.completed(report.completed_per_run, force=force)
+        for run_id, model_id in report.judge_work:
+            if model_id in self._providers:
+                self.dispatcher.add_work(run_id, [model_id])
+            else:  # the judge model was removed from the config (after a restart)
+                await self._fail_missing_model(run_id, model_id)
         self.watcher.schedule(report.finished_tasks)
+        await self.cache.keep(batch, self._contexts)
 
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)
@@ -352,7 +399,14 @@ class Engine:
         self.dispatcher.forget_run(run_id)
         self.progress.forget(run_id)
         for task_id in self._run_tasks.pop(run_id, ()):
-            self._contexts.pop(task_id, None)
+            for phase in SubtaskPhase:
+                self._contexts.pop(context_key(task_id, phase), None)
+
+
+def _models_of(task: TaskRow) -> tuple[str, ...]:
+    """The models a task calls: its own, and its judge's."""
+    judge = task.model.get("judge")
+    return (task.model_id,) if judge is None else (task.model_id, str(judge["model_id"]))
 
 
 async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import ChatPrompt, simulator_reference
-from evald_server.domain import ErrorReason, EvalError, OutcomeKind, TaskType
+from evald_server.domain import (
+    ChatMessage,
+    ErrorReason,
+    EvalError,
+    OutcomeKind,
+    SubtaskPhase,
+    TaskType,
+)
+from evald_server.engine._judging import JudgePrompt, judged
 from evald_server.engine._retry_policy import RetryPolicy
 from evald_server.providers import (
     Provider,
@@ -42,6 +50,21 @@ class TaskContext:
     params: GenerationParams
     policy: RetryPolicy
     top_logprobs: int | None = None  # ask for log-probabilities (choice scoring LOGPROBS)
+    judge: JudgePrompt | None = None  # a task's judge phase: the rubric and score format
+    cache_scope: str | None = None  # the response cache's scope; None: the run uses none
+
+
+def context_key(task_id: str, phase: SubtaskPhase) -> str:
+    """Where a subtask's TaskContext is kept: a task's judge phase has its own."""
+    return task_id if phase is SubtaskPhase.ANSWER else f"{task_id}/judge"
+
+
+def messages_for(item: ClaimedSubtask, ctx: TaskContext) -> tuple[ChatMessage, ...]:
+    """The messages a subtask sends: its record's prompt, or the judge's rubric over
+    the answer it grades."""
+    if ctx.judge is not None:
+        return ctx.judge.render(item.fields, item.record_id, item.answer or "")
+    return ctx.prompt.render(item.fields, item.record_id)
 
 
 def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
@@ -53,6 +76,8 @@ def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> Subta
         record_idx=item.record_idx,
         repeat_index=item.repeat_index,
         kind=kind,
+        phase=item.phase,
+        judge_round=item.judge_round,
         **fields,  # type: ignore[arg-type]
     )
 
@@ -71,10 +96,10 @@ async def call_model(
     started = time.perf_counter()
     try:
         request = ProviderRequest(
-            messages=ctx.prompt.render(item.fields, item.record_id),
+            messages=messages_for(item, ctx),
             params=ctx.params,
             request_key=item.subtask_id,
-            reference=simulator_reference(ctx.task_type, item.fields) if reference else {},
+            reference=_reference(item, ctx) if reference else {},
             top_logprobs=ctx.top_logprobs,
         )
         completion = await provider.complete(request)
@@ -92,7 +117,7 @@ async def call_model(
         return _outcome(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
     if on_rate_limits is not None and completion.rate_limits is not None:
         on_rate_limits(completion.rate_limits)
-    return _outcome(
+    outcome = _outcome(
         item,
         OutcomeKind.SUCCEEDED,
         output=completion.text,
@@ -105,6 +130,13 @@ async def call_model(
         top_logprobs=None if ctx.top_logprobs is None else (completion.top_logprobs or ()),
         finish_reason=completion.finish_reason,
     )
+    return outcome if ctx.judge is None else judged(outcome, item, ctx.judge.spec)
+
+
+def _reference(item: ClaimedSubtask, ctx: TaskContext) -> dict[str, object]:
+    if ctx.judge is not None:
+        return ctx.judge.simulated_reference()
+    return simulator_reference(ctx.task_type, item.fields)
 
 
 def failed(

@@ -55,4 +55,5 @@ def build_profile(inputs: ProfileInputs, *, scoring_time_s: float) -> ExecutionP
         decode_tokens_per_second=(
             inputs.decode_tokens / inputs.decode_time_s if inputs.decode_time_s > 0 else None
         ),
+        cache_hits=inputs.cache_hits,
     )

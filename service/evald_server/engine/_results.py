@@ -81,6 +81,26 @@ class ExecutionProfile:
     samples_empty: int = 0
     samples_without_usage: int = 0  # token counts unknown (left out of the sums)
     decode_tokens_per_second: float | None = None  # Σ tokens / Σ (latency − TTFT), streamed
+    cache_hits: int = 0  # samples answered from the response cache (no provider call)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeProvenance:
+    """Who graded the answers, with which rubric and parameters."""
+
+    model_id: str
+    provider: str
+    provider_model: str
+    params: dict[str, Any]  # the judge's effective generation parameters
+    rubric_sha256: str
+    score_format: str
+    scale_min: int
+    scale_max: int
+    pass_threshold: float
+    rounds: int
+    parse_retries: int
+    judged_samples: int = 0  # answers with a verdict
+    unjudged_samples: int = 0  # answers the judge could not grade
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +116,7 @@ class Provenance:
     platform: str
     bootstrap_seed: int
     dependencies: dict[str, str] = field(default_factory=dict)  # library → version
+    judge: JudgeProvenance | None = None  # model-graded scoring, when the run asked for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +132,7 @@ class TaskEvaluation:
     errors: tuple[EvalError, ...]
     provenance: Provenance
     created_at: float
+    judge_profile: ExecutionProfile | None = None  # the judge's calls, counted apart
 
     @property
     def metrics_summary(self) -> dict[str, float]:
@@ -138,6 +160,9 @@ class TaskEvaluation:
             "errors": [e.to_json() for e in self.errors],
             "provenance": to_jsonable(self.provenance),
             "created_at": self.created_at,
+            "judge_profile": None
+            if self.judge_profile is None
+            else to_jsonable(self.judge_profile),
         }
 
     @classmethod
@@ -155,4 +180,7 @@ class TaskEvaluation:
             errors=tuple(EvalError.from_json(e) for e in data.get("errors", ())),
             provenance=from_jsonable(Provenance, data["provenance"]),
             created_at=float(data["created_at"]),
+            judge_profile=None
+            if data.get("judge_profile") is None
+            else from_jsonable(ExecutionProfile, data["judge_profile"]),
         )

@@ -310,6 +310,7 @@ class JudgeVerdictRow:
 
     row_id: int
     judged_row_id: int  # the answer's subtask row
+    record_idx: int
     judge_round: int
     state: SubtaskState
     verdict: float | None  # parsed score (succeeded ones)

@@ -322,12 +322,14 @@ def task_verdicts(
 ) -> list[JudgeVerdictRow]:
     """One page of a task's judge subtasks, in answer order then round."""
     rows = conn.execute(
-        "SELECT row_id, judged_row_id, judge_round, state, verdict, output, "
+        "SELECT row_id, judged_row_id, record_idx, judge_round, state, verdict, output, "
         "json_extract(last_error, '$.reason') FROM subtasks "
         "WHERE task_id = ? AND phase = 1 AND row_id > ? ORDER BY row_id LIMIT ?",
         (task_id, after_row, limit),
     ).fetchall()
-    return [JudgeVerdictRow(r[0], r[1], r[2], SubtaskState(r[3]), r[4], r[5], r[6]) for r in rows]
+    return [
+        JudgeVerdictRow(r[0], r[1], r[2], r[3], SubtaskState(r[4]), r[5], r[6], r[7]) for r in rows
+    ]
 
 
 def read_results(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, Json]]:
