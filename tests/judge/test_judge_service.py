@@ -254,3 +254,28 @@ async def test_a_bad_judge_spec_is_refused_naming_the_field(tmp_path: Path) -> N
             assert "no-such-judge" in str(missing.value)
             assert [r async for r in client.list_runs()] == []
         assert answering.journal.requests == judging.journal.requests == 0
+
+
+async def test_the_judge_model_limit_is_shared_with_its_other_uses(tmp_path: Path) -> None:
+    async with (
+        FakeProvider(answer=answer) as answering,
+        FakeProvider(FakeConfig(latency_ms=20), answer=pass_fail_judge) as judging,
+    ):
+        config = _config(tmp_path, answering, judging)
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            await client.upload_dataset(
+                name="arith", version="1.0.0", task_type="generation", records=RECORDS
+            )
+            # One run evaluates the judge model itself while another is judged by it.
+            direct = await client.create_run(models=["judge"], datasets=[("arith", "1.0.0")])
+            judged = await client.create_run(
+                models=["cand"],
+                datasets=[("arith", "1.0.0")],
+                judge=JudgeOptions(model_id="judge", rubric=RUBRIC),
+            )
+            with anyio.fail_after(60):
+                for run in (direct, judged):
+                    assert (await client.wait(run.run_id)).state is RunState.SUCCEEDED
+        assert judging.journal.requests == 2 * N
+        assert {k.endswith(".j0") for k in judging.journal.counts()} == {True, False}
+        assert judging.journal.peak_concurrency("judge-llm") <= 2, "max_concurrency 2, shared"
