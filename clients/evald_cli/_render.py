@@ -12,6 +12,7 @@ from rich.text import Text
 
 from evald_client import (
     Dataset,
+    ExecutionProfile,
     FinishReason,
     MetricComparison,
     Model,
@@ -150,6 +151,9 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
             table.add_column(metric, justify="right")
         for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms"):
             table.add_column(column, justify="right")
+        cached = any(r.execution.cache_hits for r in group)
+        if cached:  # runs with the response cache: how many answers came from it
+            table.add_column("cache hits", justify="right")
         reasons = any(r.errors for r in group)
         if reasons:  # why a task failed or is partial, where the result says
             table.add_column("failure reasons")
@@ -165,10 +169,19 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}" if measured else "",
                 f"{profile.latency_p99_ms:.0f}" if measured else "",
+                *([cache_hit_rate(profile)] if cached else []),
                 *([failure_reasons(r)] if reasons else []),
             )
         tables.append(table)
     return tables
+
+
+def cache_hit_rate(profile: ExecutionProfile) -> str:
+    """Answers served from the response cache, of the succeeded ones: "9/12 (75%)"."""
+    done = profile.samples_succeeded
+    if done == 0:
+        return "0/0"
+    return f"{profile.cache_hits}/{done} ({profile.cache_hits / done:.0%})"
 
 
 def _cut_and_empty(truncated: int, empty: int) -> Text:
