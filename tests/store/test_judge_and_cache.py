@@ -239,3 +239,20 @@ async def test_the_cache_evicts_the_least_recently_used_beyond_its_bound(store: 
     assert await store.cache_size() == 3
     left = await store.cache_lookup("t", ["k0", "k1", "k2", "k3"], now + 7, 3600)
     assert sorted(left) == ["k0", "k2", "k3"]
+
+
+async def test_an_answer_that_succeeds_after_a_cancel_creates_no_judge_subtask(
+    store: Store,
+) -> None:
+    ds = await add_dataset(store, records=2)
+    run = await add_run(store, [ds], judge=("judge", 1))
+    answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
+    await store.cancel_run(run.run_id, time.time())
+    report = await store.complete(
+        [outcome(a, OutcomeKind.SUCCEEDED, output="late") for a in answers], time.time()
+    )
+    assert report.judge_work == ()
+    (task,) = await store.get_tasks(run.run_id)
+    assert report.finished_tasks == (task.task_id,), "nothing is left that could run"
+    assert task.counters.total == 2
+    await assert_counters_match_recount(store, run.run_id)

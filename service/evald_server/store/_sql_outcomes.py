@@ -238,7 +238,7 @@ def complete(
         deltas = CounterDeltas()
         for (run_id, task_id, target), count in moved.items():
             deltas.move(run_id, task_id, _S.RUNNING, target, count)
-        judge_work = _create_judge_subtasks(conn, judged, deltas, now)
+        judge_work = _create_judge_subtasks(conn, judged, cancelling, deltas, now)
         events = [(o.run_id, _failure_event(conn, o, now)) for o in failures]
         applied = len(updates)
         deltas.apply(conn)
@@ -259,6 +259,7 @@ def complete(
 def _create_judge_subtasks(
     conn: sqlite3.Connection,
     answers: Sequence[SubtaskOutcome],
+    cancelling: set[str],
     deltas: CounterDeltas,
     now: float,
 ) -> list[tuple[str, str]]:
@@ -279,7 +280,9 @@ def _create_judge_subtasks(
     rows = []
     for outcome in answers:
         model_id, rounds = judges.get(outcome.task_id, (None, 0))
-        due = judge_subtasks_due(outcome.kind, outcome.phase, rounds)
+        due = judge_subtasks_due(
+            outcome.kind, outcome.phase, rounds, cancel_requested=outcome.run_id in cancelling
+        )
         for judge_round in range(due):
             rows.append(
                 (
