@@ -67,7 +67,8 @@ def messages_for(item: ClaimedSubtask, ctx: TaskContext) -> tuple[ChatMessage, .
     return ctx.prompt.render(item.fields, item.record_id)
 
 
-def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
+def outcome_of(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
+    """An outcome of ``item`` (its identity copied), with ``fields`` set."""
     return SubtaskOutcome(
         row_id=item.row_id,
         run_id=item.run_id,
@@ -114,10 +115,10 @@ async def call_model(
             f"internal error calling model {ctx.model_id}: {type(exc).__name__}",
         )
         call_time = time.perf_counter() - started
-        return _outcome(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
+        return outcome_of(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
     if on_rate_limits is not None and completion.rate_limits is not None:
         on_rate_limits(completion.rate_limits)
-    outcome = _outcome(
+    outcome = outcome_of(
         item,
         OutcomeKind.SUCCEEDED,
         output=completion.text,
@@ -151,7 +152,7 @@ def failed(
     decision = failure.decision
     rate_limited = decision.kind is RetryKind.RATE_LIMITED
     if not ctx.policy.should_retry(attempts, decision):
-        return _outcome(
+        return outcome_of(
             item,
             OutcomeKind.FAILED_PERMANENT,
             error=failure.error,
@@ -159,7 +160,7 @@ def failed(
             rate_limited=rate_limited,
         )
     delay = ctx.policy.delay_s(attempts, decision, rng)
-    return _outcome(
+    return outcome_of(
         item,
         OutcomeKind.RETRY,
         error=failure.error,
@@ -175,4 +176,4 @@ def aborted(
     """An attempt stopped by us: cancelled with its run, or released by a drain (pending
     again, no retry spent)."""
     kind = OutcomeKind.RELEASED if release else OutcomeKind.CANCELLED
-    return _outcome(item, kind, attempted=attempted, call_time_s=call_time_s)
+    return outcome_of(item, kind, attempted=attempted, call_time_s=call_time_s)

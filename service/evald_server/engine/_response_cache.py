@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from evald_server.config import ServerConfig
 from evald_server.domain import OutcomeKind
-from evald_server.engine._executor import TaskContext, context_key, messages_for
+from evald_server.engine._executor import TaskContext, context_key, messages_for, outcome_of
 from evald_server.engine._judging import judged
 from evald_server.store import (
     CachedAnswer,
@@ -155,19 +155,12 @@ class ResponseCache:
 
 
 def _hit(item: ClaimedSubtask, answer: CachedAnswer, ctx: TaskContext) -> SubtaskOutcome:
-    outcome = SubtaskOutcome(
-        row_id=item.row_id,
-        run_id=item.run_id,
-        task_id=item.task_id,
-        model_id=item.model_id,
-        record_idx=item.record_idx,
-        repeat_index=item.repeat_index,
-        kind=OutcomeKind.SUCCEEDED,
+    outcome = outcome_of(
+        item,
+        OutcomeKind.SUCCEEDED,
         attempted=False,
         output=answer.output,
         finish_reason=answer.finish_reason,
-        phase=item.phase,
-        judge_round=item.judge_round,
         cache_hit=True,
     )
     return outcome if ctx.judge is None else judged(outcome, item, ctx.judge.spec)
