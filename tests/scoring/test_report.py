@@ -51,10 +51,13 @@ def test_public_surface() -> None:
         "SubjectAccuracy",
         "SummarizationPayload",
         "WorstExample",
+        "bootstrap_distribution",
+        "percentile_interval",
         "read_samples",
         "score_task",
         "scorer_dependencies",
         "scorer_for",
+        "wilson_interval",
     ]
     for name in scoring.__all__:
         assert hasattr(scoring, name), name

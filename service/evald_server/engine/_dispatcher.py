@@ -101,6 +101,13 @@ class Dispatcher:
         for model_id in model_ids:
             self.lanes[model_id].add_work(run_id)
 
+    def more_work(self, run_id: str, model_id: str) -> None:
+        """A live run has new ready work for this model (its judge subtasks); a
+        cancelled run stays cancelled."""
+        lane = self.lanes.get(model_id)
+        if lane is not None and run_id not in self._cancelled_runs:
+            lane.add_work(run_id)
+
     def retry_scheduled(self, run_id: str, model_id: str, due: float) -> None:
         lane = self.lanes.get(model_id)
         if lane is not None and run_id not in self._cancelled_runs:

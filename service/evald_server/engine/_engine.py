@@ -387,7 +387,7 @@ class Engine:
         self.progress.completed(report.completed_per_run, force=force)
         for run_id, model_id in report.judge_work:
             if model_id in self._providers:
-                self.dispatcher.add_work(run_id, [model_id])
+                self.dispatcher.more_work(run_id, model_id)
             else:  # the judge model was removed from the config (after a restart)
                 await self._fail_missing_model(run_id, model_id)
         self.watcher.schedule(report.finished_tasks)

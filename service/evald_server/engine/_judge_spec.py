@@ -43,7 +43,8 @@ class JudgeSpec:
     pass_threshold: int | None = None
     rounds: int = 1  # judge each answer this many times (repeat-k); agreement reported
     # An unparseable verdict is asked again while the subtask has made at most
-    # parse_retries + 1 attempts (provider failures spend attempts too).
+    # parse_retries attempts (provider failures spend attempts too), so at most
+    # parse_retries + 1 replies without a verdict are paid for.
     parse_retries: int = 2
     params: GenerationParams | None = None  # over the judge model's defaults
 

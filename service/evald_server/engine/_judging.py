@@ -5,8 +5,9 @@ The judge's answer must end with one verdict line in the run's score format —
 ``VERDICT: PASS`` / ``VERDICT: FAIL``, or ``SCORE: <n>`` with n on the scale — and no
 other line may look like one. Anything else is JUDGE_VERDICT_UNPARSEABLE: the subtask
 is asked again (a retry at once, spending an attempt) while it has made at most
-``parse_retries`` + 1 attempts (provider failures spend attempts too), then it fails
-permanently with that reason. Everything
+``parse_retries`` attempts, this one included (provider failures spend attempts too),
+else it fails permanently with that reason: at most ``parse_retries`` + 1 replies
+without a verdict are ever paid for. Everything
 before the verdict line is the judge's rationale.
 """
 
