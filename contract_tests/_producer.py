@@ -122,6 +122,18 @@ def run() -> run_pb2.Run:
             prompt=dataset_pb2.PromptOptions(system_message="Be brief."),
             choice_scoring=enums_pb2.CHOICE_SCORING_LOGPROBS,
             budget=run_pb2.RunBudget(max_cost_usd=2.5, max_tokens=1_000_000),
+            judge=run_pb2.JudgeSpec(
+                model_id="judge-large",
+                rubric="Is {output} a correct answer to {input}? Reference: {reference}",
+                score_format=enums_pb2.JUDGE_SCORE_FORMAT_SCALE,
+                scale_min=1,
+                scale_max=5,
+                pass_threshold=4,
+                rounds=3,
+                parse_retries=2,
+                generation_overrides=model_pb2.GenerationParams(temperature=0.0),
+            ),
+            response_cache=True,
         ),
         state=enums_pb2.RUN_STATE_RUNNING,
         progress=_progress(),
@@ -239,6 +251,15 @@ def sample() -> sample_pb2.Sample:
         truncated_fields=[sample_pb2.TruncatedField(field="input", full_bytes=9_437_184)],
         cost=run_pb2.Cost(cost_usd=0.000039, estimated=False, tokens=15, priced=True),
         failed_attempts=run_pb2.RetryCounts(rate_limited=1),
+        judgement=sample_pb2.SampleJudgement(
+            score=4.0,
+            passed=True,
+            rationale="Names the author the reference names.",
+            rounds=3,
+            agreed=False,
+            error=eval_error("JUDGE_VERDICT_UNPARSEABLE", "MODEL_PROVIDER_ERROR", 502, True),
+        ),
+        cache_hit=True,
     )
 
 

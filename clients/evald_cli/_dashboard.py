@@ -19,7 +19,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from evald_cli._render import cost_text, is_latency
+from evald_cli._render import cache_hit_rate, cost_text, is_latency
 from evald_client import (
     Cost,
     ModelActivity,
@@ -57,6 +57,7 @@ class RunView:
     failure_count: int = 0
     cost: Cost | None = None
     cancel_reason: str = ""
+    response_cache: bool = False  # the run uses the response cache: show its hit rate
 
     @classmethod
     def of(cls, run: Run) -> "RunView":
@@ -68,6 +69,7 @@ class RunView:
             tasks={t.task_id: t for t in run.progress.tasks},
             cost=run.progress.cost,
             cancel_reason=run.cancel_reason,
+            response_cache=run.spec.response_cache,
         )
 
     def apply(self, event: RunEvent) -> None:
@@ -181,9 +183,12 @@ def render(view: RunView) -> RenderableType:
         tasks.add_column(column)
     tasks.add_column("p50 ms", justify="right")
     tasks.add_column("p99 ms", justify="right")
+    if view.response_cache:
+        tasks.add_column("cache hits", justify="right")
     for task in view.tasks.values():
         result = view.scored.get(task.task_id)
         total = max(task.counts.total, 1)
+        cache = [cache_hit_rate(result.execution) if result else ""]
         tasks.add_row(
             task.model_id,
             str(task.dataset),
@@ -194,6 +199,7 @@ def render(view: RunView) -> RenderableType:
             _rate(task.counts),
             f"{result.execution.latency_p50_ms:.0f}" if result else "",
             f"{result.execution.latency_p99_ms:.0f}" if result else "",
+            *(cache if view.response_cache else []),
         )
     parts: list[RenderableType] = [head, overall, tasks]
     if view.models and not view.state.is_terminal:
@@ -285,9 +291,10 @@ class PlainLines:
             metrics = " ".join(
                 f"{k}={v:.3f}" for k, v in sorted(r.metrics.items()) if not is_latency(k)
             )
+            cache = f" cache hits {cache_hit_rate(r.execution)}" if view.response_cache else ""
             return (
                 f"scored {r.model.model_id} on {r.benchmark.name}@{r.benchmark.version}: "
-                f"{r.status.value} {metrics}"
+                f"{r.status.value} {metrics}{cache}"
             )
         if isinstance(event, SampleFailed):
             self._failures_shown += 1

@@ -27,6 +27,17 @@ Example (TOML)::
     [labels]
     team = "search"
 
+    response_cache = true           # answer from (and fill) the server's response cache
+
+    [judge]                         # model-graded scoring of every answer
+    model = "judge-large"
+    rubric = "Is {output} a correct answer to {input}? Reference: {reference}"
+    score_format = "scale"          # "pass_fail" (default) or "scale"
+    scale = [1, 5]
+    pass_threshold = 4
+    rounds = 3                      # judge each answer 3 times; agreement is reported
+    generation = { temperature = 0.0 }
+
 A dataset entry may carry its own settings, which win over the run's and the models'
 (write the datasets as ``[[datasets]]`` tables then)::
 
@@ -52,6 +63,8 @@ from evald_client import (
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
+    JudgeScoreFormat,
     PromptOptions,
     RetryPolicy,
     ShotFormat,
@@ -130,6 +143,31 @@ class _GenerationEntry(_Strict):
         )
 
 
+class _JudgeEntry(_Strict):
+    model: _NonEmpty
+    rubric: str = ""  # empty: the server's default rubric
+    score_format: Literal["pass_fail", "scale"] = "pass_fail"
+    scale: Annotated[list[int], Field(min_length=2, max_length=2)] | None = None
+    pass_threshold: int | None = None
+    rounds: Annotated[int, Field(ge=1)] = 1
+    parse_retries: Annotated[int, Field(ge=0)] | None = None
+    generation: _GenerationEntry | None = None
+
+    def options(self) -> JudgeOptions:
+        low, high = self.scale or (0, 0)
+        return JudgeOptions(
+            model_id=self.model,
+            rubric=self.rubric,
+            score_format=JudgeScoreFormat(self.score_format),
+            scale_min=low,
+            scale_max=high,
+            pass_threshold=self.pass_threshold,
+            rounds=self.rounds,
+            parse_retries=self.parse_retries,
+            generation=None if self.generation is None else self.generation.params(),
+        )
+
+
 class _DatasetEntry(_RefEntry):
     generation: _GenerationEntry | None = None
     prompt: _PromptEntry | None = None
@@ -157,6 +195,11 @@ class RunSpecFile(_Strict):
     request_id: str | None = None
     prompt: _PromptEntry | None = None
     choice_scoring: Literal["text", "logprobs"] | None = None
+    judge: _JudgeEntry | None = None
+    response_cache: bool = False
+
+    def judge_options(self) -> JudgeOptions | None:
+        return None if self.judge is None else self.judge.options()
 
     def dataset_refs(self) -> list[DatasetRef]:
         return [DatasetRef(entry.name, entry.version) for entry in self.datasets]

@@ -27,6 +27,7 @@ from evald_client._convert_requests import (
     dataset_options_to_proto,
     dataset_ref_to_proto,
     generation_to_proto,
+    judge_options_to_proto,
     prompt_to_proto,
     retry_policy_to_proto,
 )
@@ -46,6 +47,7 @@ from evald_client._models import (
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryOutcome,
@@ -237,13 +239,17 @@ class AsyncEvaldClient:
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
         budget: Budget | None = None,
+        judge: JudgeOptions | None = None,
+        response_cache: bool = False,
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
         ``dataset_options`` set generation parameters, prompt options and choice
         scoring for single datasets (winning over ``generation``, ``prompt`` and
         ``choice_scoring``, which apply to every dataset of the run). ``budget`` caps
-        what the run may spend (cost in USD, tokens).
+        what the run may spend (cost in USD, tokens). ``judge`` grades every answer with
+        a judge model; ``response_cache`` answers from (and fills) the server's
+        response cache.
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -266,6 +272,9 @@ class AsyncEvaldClient:
             spec.choice_scoring = choice_scoring_to_proto(ChoiceScoring(choice_scoring))
         if budget is not None:
             spec.budget.CopyFrom(budget_to_proto(budget))
+        if judge is not None:
+            spec.judge.CopyFrom(judge_options_to_proto(judge))
+        spec.response_cache = response_cache
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return run_from_proto(response.run)

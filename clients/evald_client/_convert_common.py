@@ -16,7 +16,14 @@ from typing import Any, TypeVar, cast
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from evald.v1 import enums_pb2, errors_pb2, run_pb2
-from evald_client._enums import ErrorCategory, ResultStatus, RunState, SubtaskState, TaskType
+from evald_client._enums import (
+    ErrorCategory,
+    JudgeScoreFormat,
+    ResultStatus,
+    RunState,
+    SubtaskState,
+    TaskType,
+)
 from evald_client._models import Cost, EvalError, RetryCounts
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -136,4 +143,10 @@ def cost_from_proto(message: run_pb2.Cost) -> Cost:
 def retry_counts_from_proto(message: run_pb2.RetryCounts) -> RetryCounts:
     return RetryCounts(
         rate_limited=message.rate_limited, timeout=message.timeout, transient=message.transient
+    )
+
+
+def judge_score_format_from_proto(value: int) -> JudgeScoreFormat:
+    return enum_from_proto(
+        JudgeScoreFormat, enums_pb2.JudgeScoreFormat, value, "JUDGE_SCORE_FORMAT_"
     )

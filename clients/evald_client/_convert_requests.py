@@ -6,12 +6,13 @@ from typing import cast
 
 from evald.v1 import dataset_pb2, enums_pb2, model_pb2, run_pb2
 from evald_client._convert_common import CLASS_BUDGETS, duration, enum_to_proto
-from evald_client._enums import ChoiceScoring
+from evald_client._enums import ChoiceScoring, JudgeScoreFormat
 from evald_client._models import (
     Budget,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     PromptOptions,
     RetryPolicy,
 )
@@ -86,4 +87,26 @@ def dataset_options_to_proto(options: DatasetOptions) -> run_pb2.DatasetRunOptio
         message.prompt.CopyFrom(prompt_to_proto(options.prompt))
     if options.choice_scoring is not None:
         message.choice_scoring = choice_scoring_to_proto(options.choice_scoring)
+    return message
+
+
+def judge_options_to_proto(options: JudgeOptions) -> run_pb2.JudgeSpec:
+    message = run_pb2.JudgeSpec(
+        model_id=options.model_id,
+        rubric=options.rubric,
+        score_format=enum_to_proto(
+            JudgeScoreFormat(options.score_format),
+            enums_pb2.JudgeScoreFormat,
+            "JUDGE_SCORE_FORMAT_",
+        ),
+        scale_min=options.scale_min,
+        scale_max=options.scale_max,
+        rounds=options.rounds,
+    )
+    if options.pass_threshold is not None:
+        message.pass_threshold = options.pass_threshold
+    if options.parse_retries is not None:
+        message.parse_retries = options.parse_retries
+    if options.generation is not None:
+        message.generation_overrides.CopyFrom(generation_to_proto(options.generation))
     return message

@@ -9,6 +9,7 @@ from evald_client._convert_common import (
     cost_from_proto,
     enum_from_proto,
     eval_error_from_proto,
+    judge_score_format_from_proto,
     optional,
     result_status_from_proto,
     same_names,
@@ -28,6 +29,7 @@ from evald_client._results import (
     ExecutionProfile,
     ExtractionRuleCount,
     GenerationPayload,
+    JudgeProvenance,
     MatchModeStats,
     MetricInterval,
     MetricUncertainty,
@@ -91,6 +93,7 @@ def _execution(message: result_pb2.ExecutionProfile) -> ExecutionProfile:
         samples_without_usage=message.samples_without_usage,
         decode_tokens_per_second=optional(message, "decode_tokens_per_second"),
         cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
+        cache_hits=message.cache_hits,
     )
 
 
@@ -105,6 +108,25 @@ def _provenance(message: result_pb2.Provenance) -> Provenance:
         platform=message.platform,
         bootstrap_seed=message.bootstrap_seed,
         dependencies=dict(message.dependencies),
+        judge=judge_provenance_from_proto(message.judge) if message.HasField("judge") else None,
+    )
+
+
+def judge_provenance_from_proto(message: result_pb2.JudgeProvenance) -> JudgeProvenance:
+    return JudgeProvenance(
+        model_id=message.model.model_id,
+        provider=message.model.provider,
+        provider_model=message.model.provider_model,
+        params=generation_from_proto(message.model.params),
+        rubric_sha256=message.rubric_sha256,
+        score_format=judge_score_format_from_proto(message.score_format),
+        scale_min=message.scale_min,
+        scale_max=message.scale_max,
+        pass_threshold=message.pass_threshold,
+        rounds=message.rounds,
+        parse_retries=message.parse_retries,
+        judged_samples=message.judged_samples,
+        unjudged_samples=message.unjudged_samples,
     )
 
 
@@ -216,4 +238,7 @@ def result_from_proto(message: result_pb2.TaskEvaluationResult) -> TaskResult:
         provenance=_provenance(message.provenance),
         created_time=timestamp(message, "created_time"),
         payload=_payload(message),
+        judge_execution=_execution(message.judge_execution_profile)
+        if message.HasField("judge_execution_profile")
+        else None,
     )

@@ -6,6 +6,7 @@ from evald_client._convert_common import (
     cost_from_proto,
     enum_from_proto,
     eval_error_from_proto,
+    judge_score_format_from_proto,
     optional,
     result_status_from_proto,
     retry_counts_from_proto,
@@ -22,6 +23,7 @@ from evald_client._models import (
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryPolicy,
@@ -29,6 +31,7 @@ from evald_client._models import (
     RunProgress,
     RunSpec,
     Sample,
+    SampleJudgement,
     SubtaskCounts,
     TaskProgress,
 )
@@ -161,6 +164,35 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
         )
         if message.HasField("budget")
         else None,
+        judge=judge_options_from_proto(message.judge) if message.HasField("judge") else None,
+        response_cache=message.response_cache,
+    )
+
+
+def judge_options_from_proto(message: run_pb2.JudgeSpec) -> JudgeOptions:
+    return JudgeOptions(
+        model_id=message.model_id,
+        rubric=message.rubric,
+        score_format=judge_score_format_from_proto(message.score_format),
+        scale_min=message.scale_min,
+        scale_max=message.scale_max,
+        pass_threshold=optional(message, "pass_threshold"),
+        rounds=message.rounds or 1,
+        parse_retries=optional(message, "parse_retries"),
+        generation=generation_from_proto(message.generation_overrides)
+        if message.HasField("generation_overrides")
+        else None,
+    )
+
+
+def judgement_from_proto(message: sample_pb2.SampleJudgement) -> SampleJudgement:
+    return SampleJudgement(
+        score=optional(message, "score"),
+        passed=optional(message, "passed"),
+        rationale=message.rationale,
+        rounds=message.rounds,
+        agreed=optional(message, "agreed"),
+        error=eval_error_from_proto(message.error) if message.HasField("error") else None,
     )
 
 
@@ -219,4 +251,8 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         truncated_fields={t.field: t.full_bytes for t in message.truncated_fields},
         cost=cost_from_proto(message.cost) if message.HasField("cost") else None,
         failed_attempts=retry_counts_from_proto(message.failed_attempts),
+        judgement=judgement_from_proto(message.judgement)
+        if message.HasField("judgement")
+        else None,
+        cache_hit=message.cache_hit,
     )

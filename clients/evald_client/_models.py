@@ -12,6 +12,7 @@ from evald_client._enums import (
     ChoiceScoring,
     ErrorCategory,
     FinishReason,
+    JudgeScoreFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -205,6 +206,25 @@ class RunProgress:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeOptions:
+    """Grade every answer of a run with a judge model from the registry.
+
+    ``rubric`` is a template over ``{input}``, ``{reference}`` and ``{output}`` (empty:
+    the server's default rubric); ``rounds`` > 1 judges each answer repeatedly and
+    reports ``judge_agreement_rate``."""
+
+    model_id: str
+    rubric: str = ""
+    score_format: JudgeScoreFormat | str = JudgeScoreFormat.PASS_FAIL
+    scale_min: int = 0  # both 0: the server's 1-5
+    scale_max: int = 0
+    pass_threshold: int | None = None
+    rounds: int = 1
+    parse_retries: int | None = None  # None: the server's default (2)
+    generation: GenerationParams | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunSpec:
     """What a run evaluates, as the server accepted it."""
 
@@ -220,6 +240,8 @@ class RunSpec:
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
     budget: Budget | None = None
+    judge: JudgeOptions | None = None
+    response_cache: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,6 +276,18 @@ class RetryOutcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SampleJudgement:
+    """The judge's verdict on one answer (``score``/``passed`` None: no verdict)."""
+
+    score: float | None
+    passed: bool | None
+    rationale: str
+    rounds: int
+    agreed: bool | None  # None with fewer than two verdicts
+    error: EvalError | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sample:
     """One subtask as a row: what was sent, what came back, how it scored."""
 
@@ -282,3 +316,5 @@ class Sample:
     truncated_fields: Mapping[str, int] = field(default_factory=dict)
     cost: Cost | None = None  # of the successful call; None before it
     failed_attempts: RetryCounts = field(default_factory=RetryCounts)
+    judgement: SampleJudgement | None = None  # runs with a judge, once scored
+    cache_hit: bool = False  # answered from the response cache, no provider call

@@ -31,6 +31,7 @@ from evald_client._models import (
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryOutcome,
@@ -232,6 +233,8 @@ class EvaldClient:
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
         budget: Budget | None = None,
+        judge: JudgeOptions | None = None,
+        response_cache: bool = False,
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -249,6 +252,8 @@ class EvaldClient:
                 prompt=prompt,
                 choice_scoring=choice_scoring,
                 budget=budget,
+                judge=judge,
+                response_cache=response_cache,
             )
         )
 

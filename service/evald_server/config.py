@@ -242,6 +242,15 @@ class AuthSection(_Section):
     tokens: tuple[TokenEntry, ...] = ()
 
 
+class CacheSection(_Section):
+    """The response cache that runs opt into (``response_cache``)."""
+
+    ttl_s: Annotated[float, Field(gt=0.0, le=365 * 86_400.0)] = 7 * 86_400.0
+    max_entries: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
+    # Models whose cached answers every tenant shares (default: each tenant its own).
+    shared_models: tuple[str, ...] = ()
+
+
 class ServerConfig(_Section):
     server: ServerSection = ServerSection()
     store: StoreSection = StoreSection()
@@ -250,6 +259,14 @@ class ServerConfig(_Section):
     auth: AuthSection = AuthSection()
     metrics: MetricsSection = MetricsSection()
     engine: EngineSection = EngineSection()
+    cache: CacheSection = CacheSection()
+
+    @model_validator(mode="after")
+    def _shared_cache_models_known(self) -> "ServerConfig":
+        unknown = sorted(set(self.cache.shared_models) - {m.id for m in self.models})
+        if unknown:
+            raise ValueError(f"cache.shared_models: not configured models: {unknown}")
+        return self
 
     @model_validator(mode="after")
     def _unique_ids_and_local_mode(self) -> "ServerConfig":

@@ -82,6 +82,8 @@ EXPECTED_PUBLIC = {
     "SummarizationPayload", "TaskComparison", "TaskPairing", "TaskProgress", "TaskResult",
     "TaskScored", "TaskState", "TaskType", "TlsConfig", "Unauthenticated", "Unavailable",
     "UnmatchedTask", "WorstExample",
+    # Model-graded scoring (issue 16).
+    "JudgeOptions", "JudgeProvenance", "JudgeScoreFormat", "SampleJudgement",
 }  # fmt: skip
 
 

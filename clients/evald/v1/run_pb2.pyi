@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunSpec(_message.Message):
-    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels", "dataset_options", "prompt", "choice_scoring", "budget")
+    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels", "dataset_options", "prompt", "choice_scoring", "budget", "judge", "response_cache")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class RunSpec(_message.Message):
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     CHOICE_SCORING_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_CACHE_FIELD_NUMBER: _ClassVar[int]
     name: str
     model_ids: _containers.RepeatedScalarFieldContainer[str]
     datasets: _containers.RepeatedCompositeFieldContainer[_dataset_pb2.DatasetRef]
@@ -47,7 +49,9 @@ class RunSpec(_message.Message):
     prompt: _dataset_pb2.PromptOptions
     choice_scoring: _enums_pb2.ChoiceScoring
     budget: RunBudget
-    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ...) -> None: ...
+    judge: JudgeSpec
+    response_cache: bool
+    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ..., judge: _Optional[_Union[JudgeSpec, _Mapping]] = ..., response_cache: _Optional[bool] = ...) -> None: ...
 
 class RunBudget(_message.Message):
     __slots__ = ("max_cost_usd", "max_tokens")
@@ -68,6 +72,28 @@ class Cost(_message.Message):
     tokens: int
     priced: bool
     def __init__(self, cost_usd: _Optional[float] = ..., estimated: _Optional[bool] = ..., tokens: _Optional[int] = ..., priced: _Optional[bool] = ...) -> None: ...
+
+class JudgeSpec(_message.Message):
+    __slots__ = ("model_id", "rubric", "score_format", "scale_min", "scale_max", "pass_threshold", "rounds", "parse_retries", "generation_overrides")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SCALE_MIN_FIELD_NUMBER: _ClassVar[int]
+    SCALE_MAX_FIELD_NUMBER: _ClassVar[int]
+    PASS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    PARSE_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    rubric: str
+    score_format: _enums_pb2.JudgeScoreFormat
+    scale_min: int
+    scale_max: int
+    pass_threshold: int
+    rounds: int
+    parse_retries: int
+    generation_overrides: _model_pb2.GenerationParams
+    def __init__(self, model_id: _Optional[str] = ..., rubric: _Optional[str] = ..., score_format: _Optional[_Union[_enums_pb2.JudgeScoreFormat, str]] = ..., scale_min: _Optional[int] = ..., scale_max: _Optional[int] = ..., pass_threshold: _Optional[int] = ..., rounds: _Optional[int] = ..., parse_retries: _Optional[int] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ...) -> None: ...
 
 class DatasetRunOptions(_message.Message):
     __slots__ = ("dataset", "generation_overrides", "prompt", "choice_scoring")

@@ -18,6 +18,7 @@ from evald_server.api._convert_common import (
     timestamp,
 )
 from evald_server.api._convert_enums import from_proto_enum, to_proto_enum
+from evald_server.api._convert_judge import judge_from_proto, judge_to_proto, judgement_to_proto
 from evald_server.api._convert_prompts import (
     choice_scoring_from_proto,
     dataset_options_from_proto,
@@ -162,6 +163,8 @@ def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
         else None,
         choice_scoring=choice_scoring_from_proto(spec.choice_scoring, "choice_scoring"),
         budget=_budget(spec.budget) if spec.HasField("budget") else RunBudget(),
+        judge=judge_from_proto(spec.judge) if spec.HasField("judge") else None,
+        response_cache=spec.response_cache,
     )
 
 
@@ -292,6 +295,9 @@ def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
         message.prompt.CopyFrom(prompt_to_proto(spec.prompt))
     if spec.choice_scoring is not None:
         message.choice_scoring = to_proto_enum(spec.choice_scoring)
+    if spec.judge is not None:
+        message.judge.CopyFrom(judge_to_proto(spec.judge))
+    message.response_cache = spec.response_cache
     return message
 
 
@@ -396,4 +402,7 @@ def sample_to_proto(sample: Sample) -> sample_pb2.Sample:
         message.last_error.CopyFrom(eval_error_to_proto(sample.last_error))
     if sample.finished_at is not None:
         message.finished_time.CopyFrom(timestamp(sample.finished_at))
+    if sample.judgement is not None:
+        message.judgement.CopyFrom(judgement_to_proto(sample.judgement))
+    message.cache_hit = sample.cache_hit
     return message

@@ -22,7 +22,7 @@ from evald_server.app._datasets import DatasetService
 from evald_server.app._runs import RunService
 from evald_server.app._types import ModelInfo
 from evald_server.config import ServerConfig
-from evald_server.engine import Engine, RateSettings, ScoringPort
+from evald_server.engine import Engine, RateSettings, ScoringPort, cache_settings
 from evald_server.providers import Provider, build_provider
 from evald_server.scoring import ScoringPool
 from evald_server.store import Store, open_store
@@ -98,6 +98,7 @@ class Evald:
                 commit_delay_s=tuning.commit_delay_s,
                 scoring_concurrency=tuning.scoring_concurrency,
                 score_page_size=tuning.score_page_size,
+                cache=cache_settings(self.config),
                 stall_after_s=self.config.server.stall_warning_s,
                 rate_settings={m.id: RateSettings.of(m) for m in self.config.models},
             )

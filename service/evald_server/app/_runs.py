@@ -107,9 +107,11 @@ class RunService:
                         task_id=f"{run_id}-t{ordinal}",
                         ordinal=ordinal,
                         model_id=model_id,
-                        model=identity.to_json(),
+                        model=identity.to_json() | self._judge_identity(spec),
                         dataset_id=dataset.dataset_id,
                         record_count=dataset.record_count,
+                        judge_model_id=None if spec.judge is None else spec.judge.model_id,
+                        judge_rounds=0 if spec.judge is None else spec.judge.rounds,
                     )
                 )
         new = NewRun(
@@ -136,6 +138,20 @@ class RunService:
         await self._engine.register_run(run_id)
         return await self._run(row)
 
+    def _judge_identity(self, spec: RunSpec) -> dict[str, object]:
+        """The judge model's identity and effective parameters, frozen with each task."""
+        if spec.judge is None:
+            return {}
+        judge = self._models[spec.judge.model_id]
+        identity = ModelIdentity(
+            model_id=judge.id,
+            provider=judge.provider,
+            provider_model=judge.provider_model,
+            params=judge.params.merged(spec.judge.params),
+            price=judge.price,
+        )
+        return {"judge": identity.to_json()}
+
     async def _replay(self, existing: RunRow, request_id: str, request_hash: str) -> Run:
         if existing.request_hash != request_hash:
             raise AlreadyExists(
@@ -155,7 +171,14 @@ class RunService:
                     f"model {model_id!r} is not in this server's registry",
                     metadata={"modelId": model_id},
                 )
-        unpriced = [m for m in spec.models if self._models[m].price is None]
+        if spec.judge is not None and spec.judge.model_id not in self._models:
+            raise NotFound(
+                ErrorReason.MODEL_NOT_FOUND,
+                f"judge model {spec.judge.model_id!r} is not in this server's registry",
+                metadata={"modelId": spec.judge.model_id, "field": "spec.judge.model_id"},
+            )
+        called = [*spec.models, *([spec.judge.model_id] if spec.judge is not None else [])]
+        unpriced = [m for m in dict.fromkeys(called) if self._models[m].price is None]
         if spec.budget.max_cost_usd is not None and unpriced:
             what = f"models without a price cannot have a cost budget: {', '.join(unpriced)}"
             raise InvalidArgument(
@@ -177,6 +200,8 @@ class RunService:
             await self._validate_dataset_settings(tenant, spec, row)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
+        if spec.judge is not None:  # each answer may get a judge subtask per round
+            subtasks *= 1 + spec.judge.rounds
         if subtasks > limits.max_subtasks_per_run:
             raise ResourceExhausted(
                 ErrorReason.LIMIT_EXCEEDED,

@@ -7,7 +7,7 @@ from typing import Generic, TypeVar
 from evald_server.config import GenerationParams, ModelConfig
 from evald_server.datasets import ChatPrompt, PromptOptions, expected_text, prompt_text
 from evald_server.domain import Cost, EvalError, RetryCounts, RunState, SubtaskState, TaskType
-from evald_server.engine import RunProgress, RunSpec
+from evald_server.engine import AnswerJudgement, RunProgress, RunSpec
 from evald_server.store import DatasetRow, RunRow, SubtaskRow, TaskRow
 
 T = TypeVar("T")
@@ -158,6 +158,8 @@ class Sample:
     truncated: Mapping[str, int] = field(default_factory=dict)
     failures: RetryCounts = field(default_factory=RetryCounts)  # per class, since queued
     cost: Cost | None = None  # of the successful call
+    judgement: AnswerJudgement | None = None  # a judged task's verdict, once scored
+    cache_hit: bool = False  # answered from the response cache (no provider call)
 
     @property
     def usage_reported(self) -> bool:
@@ -198,4 +200,6 @@ class Sample:
             finish_reason=row.finish_reason,
             failures=row.failures,
             cost=row.cost,
+            judgement=None if row.judgement is None else AnswerJudgement.from_json(row.judgement),
+            cache_hit=row.cache_hit,
         )

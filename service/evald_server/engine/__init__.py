@@ -5,6 +5,8 @@ from evald_server.engine._cost import Pricing, RunBudget, call_cost
 from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub, RunEvent
+from evald_server.engine._judge_results import AnswerJudgement
+from evald_server.engine._judge_spec import DEFAULT_RUBRIC, JudgeSpec
 from evald_server.engine._limits import (
     MODEL_LIMIT,
     RUN_LIMIT,
@@ -27,10 +29,12 @@ from evald_server.engine._prompting import (
     task_prompt,
 )
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
+from evald_server.engine._response_cache import CacheSettings, cache_settings
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
     ExecutionProfile,
+    JudgeProvenance,
     ModelIdentity,
     Provenance,
     TaskEvaluation,
@@ -42,15 +46,20 @@ from evald_server.engine._task_scoring import ScoringPort
 __all__ = [
     "CLASS_BUDGETS",
     "CONTRACT_VERSION",
+    "DEFAULT_RUBRIC",
     "MODEL_LIMIT",
     "RUN_LIMIT",
     "SERVER_LIMIT",
+    "AnswerJudgement",
     "BenchmarkRef",
+    "CacheSettings",
     "DatasetOptions",
     "DatasetRef",
     "Engine",
     "EventHub",
     "ExecutionProfile",
+    "JudgeProvenance",
+    "JudgeSpec",
     "Limit",
     "LimitStats",
     "Limiter",
@@ -70,6 +79,7 @@ __all__ = [
     "ShotSourceProblem",
     "TaskEvaluation",
     "TaskProgress",
+    "cache_settings",
     "call_cost",
     "check_limit",
     "effective_options",

@@ -23,6 +23,7 @@ that run, and the releasing worker yields before it takes again, so the slot goe
 a lane that was waiting for it rather than back to the lane that freed it.
 """
 
+import dataclasses
 import logging
 import math
 import random
@@ -33,14 +34,21 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from evald_server.domain import OutcomeKind
+from evald_server.domain import OutcomeKind, SubtaskPhase
 from evald_server.engine._committer import Committer
 from evald_server.engine._contexts import TaskContexts
 from evald_server.engine._cost import RunBudgets
-from evald_server.engine._executor import TaskContext, aborted, call_model
+from evald_server.engine._executor import (
+    TaskContext,
+    aborted,
+    call_model,
+    context_key,
+    messages_for,
+)
 from evald_server.engine._lanes import Lane, LaneState
 from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
 from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
+from evald_server.engine._response_cache import ResponseCache, cache_key, uses_cache
 from evald_server.providers import Provider, RateLimitInfo
 from evald_server.store import ClaimedSubtask, EventRow, Store, SubtaskOutcome
 
@@ -65,11 +73,13 @@ class Dispatcher:
         budgets: RunBudgets | None = None,
         on_budget_reached: Callable[[str, str], Awaitable[None]] | None = None,
         on_answer: Callable[[ClaimedSubtask, SubtaskOutcome], None] | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
         self._store = store
         self.budgets = budgets or RunBudgets()
         self._on_budget_reached = on_budget_reached
         self._on_answer = on_answer  # sees every succeeded call before its outcome commits
+        self._cache = cache
         self.rate = rate or RateControl(limiter, {}, providers)
         self._limiter = limiter
         self._committer = committer
@@ -99,6 +109,13 @@ class Dispatcher:
         self._cancelled_runs.discard(run_id)
         for model_id in model_ids:
             self.lanes[model_id].add_work(run_id)
+
+    def more_work(self, run_id: str, model_id: str) -> None:
+        """A live run has new ready work for this model (its judge subtasks); a
+        cancelled run stays cancelled."""
+        lane = self.lanes.get(model_id)
+        if lane is not None and run_id not in self._cancelled_runs:
+            lane.add_work(run_id)
 
     def retry_scheduled(self, run_id: str, model_id: str, due: float) -> None:
         lane = self.lanes.get(model_id)
@@ -233,6 +250,15 @@ class Dispatcher:
                     aborted(item, attempted=False, release=release, call_time_s=0.0)
                 )
             return
+        if self._cache is not None:
+            # Answers the cache holds succeed here: never buffered, so they take no slot
+            # of any limit and no rate budget, and never reach the provider.
+            hits, rest = await self._cache.answer(items, self._contexts, time.time())
+            for outcome in hits:
+                await self._committer.submit(outcome)
+            items = tuple(rest)
+            if not items:
+                return
         lane.add(run_id, items)
 
     async def _work(self, lane: Lane) -> None:
@@ -250,7 +276,11 @@ class Dispatcher:
             reason = self.budgets.charge(outcome)
             if reason is not None:
                 self._cancelled_runs.add(item.run_id)  # at once: no other call starts
-            if self._on_answer is not None and outcome.kind is OutcomeKind.SUCCEEDED:
+            if (
+                self._on_answer is not None
+                and outcome.kind is OutcomeKind.SUCCEEDED
+                and item.phase is SubtaskPhase.ANSWER
+            ):
                 self._on_answer(item, outcome)
             await self._committer.submit(outcome)
             if reason is not None and self._on_budget_reached is not None:
@@ -281,7 +311,7 @@ class Dispatcher:
         control = self.rate.model(lane.model_id)
         estimate = NO_TOKENS
         if control.counts_tokens:
-            messages = ctx.prompt.render(item.fields, item.record_id)
+            messages = messages_for(item, ctx)
             chars = sum(len(message.content) for message in messages)
             estimate = control.estimate(chars, ctx.params.max_tokens)
         lane.waiting[RATE_BUDGET] += 1
@@ -320,7 +350,7 @@ class Dispatcher:
                 del self.calls_by_task[item.task_id]
 
     async def _attempt(self, lane: Lane, item: ClaimedSubtask) -> SubtaskOutcome:
-        ctx = self._contexts[item.task_id]
+        ctx = self._contexts[context_key(item.task_id, item.phase)]
         if item.run_id in self._cancelled_runs or self._stopping:
             release = item.run_id not in self._cancelled_runs
             return aborted(item, attempted=False, release=release, call_time_s=0.0)
@@ -348,6 +378,9 @@ class Dispatcher:
                             attempted = True
                             control.sending(ticket)
                             outcome = await self._call(lane, item, ctx, headers.append)
+                            if self._cache is not None and uses_cache(ctx):
+                                key = cache_key(self._cache.settings, item, ctx)
+                                return dataclasses.replace(outcome, cache_key=key)
                             return outcome
                         finally:
                             # Before the slot is freed: a 429's decrease must apply

@@ -36,6 +36,7 @@ from evald_server.engine._cost import Pricing, RunBudgets
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
+from evald_server.engine._judging import JudgePrompt
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
 from evald_server.engine._page_scoring import PAGE_SIZE, PageScoring, PageScoringPort
@@ -43,11 +44,18 @@ from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
+from evald_server.engine._response_cache import CacheSettings, ResponseCache
 from evald_server.engine._results import ModelIdentity
 from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._task_scoring import ScoringPort, TaskScorer
 from evald_server.providers import Provider
-from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
+from evald_server.store import (
+    CompletionReport,
+    Store,
+    SubtaskOutcome,
+    TaskRow,
+    TransitionReport,
+)
 
 _log = logging.getLogger(__name__)
 FAILING_AFTER = 3  # consecutive failed calls of a model before a warning is logged
@@ -70,6 +78,7 @@ class Engine:
         rng: random.Random | None = None,
         rate_settings: Mapping[str, RateSettings] | None = None,
         score_page_size: int = PAGE_SIZE,
+        cache: CacheSettings | None = None,
     ) -> None:
         self.store = store
         self._providers = providers
@@ -84,6 +93,7 @@ class Engine:
             if isinstance(scoring, PageScoringPort)
             else None
         )
+        self.cache = ResponseCache(store, cache or CacheSettings())
         self.committer = Committer(
             store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
         )
@@ -99,6 +109,7 @@ class Engine:
             budgets=self.budgets,
             on_budget_reached=self._budget_reached,
             on_answer=None if self.pages is None else self.pages.answered,
+            cache=self.cache,
         )
         self.task_scorer = TaskScorer(
             store,
@@ -187,31 +198,54 @@ class Engine:
         for task in tasks:
             dataset = await self.store.get_dataset(task.dataset_id)
             assert dataset is not None
-            contexts.append(
-                TaskContext(
-                    task_id=task.task_id,
-                    run_id=run_id,
-                    model_id=task.model_id,
-                    task_type=dataset.task_type,
-                    prompt=await task_prompt(self.store, run.tenant, spec, dataset),
-                    params=GenerationParams.model_validate(task.model["params"]),
-                    policy=spec.retry_policy,
-                    top_logprobs=TOP_LOGPROBS
-                    if dataset.task_type is TaskType.MULTIPLE_CHOICE
-                    and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
-                    is ChoiceScoring.LOGPROBS
-                    else None,
-                    pricing=Pricing.of(ModelIdentity.from_json(task.model).price),
-                )
+            answer_scope = self._cache_scope(spec, run.tenant, task.model_id)
+            ctx = TaskContext(
+                task_id=task.task_id,
+                run_id=run_id,
+                model_id=task.model_id,
+                task_type=dataset.task_type,
+                prompt=await task_prompt(self.store, run.tenant, spec, dataset),
+                params=GenerationParams.model_validate(task.model["params"]),
+                policy=spec.retry_policy,
+                top_logprobs=TOP_LOGPROBS
+                if dataset.task_type is TaskType.MULTIPLE_CHOICE
+                and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
+                is ChoiceScoring.LOGPROBS
+                else None,
+                pricing=Pricing.of(ModelIdentity.from_json(task.model).price),
+                cache_scope=answer_scope,
             )
+            contexts.append(ctx)
+            judge = task.model.get("judge")
+            if spec.judge is not None and judge is not None:
+                judge_model = str(judge["model_id"])
+                contexts.append(
+                    TaskContext(
+                        task_id=task.task_id,
+                        run_id=run_id,
+                        model_id=judge_model,
+                        task_type=dataset.task_type,
+                        prompt=ctx.prompt,
+                        params=GenerationParams.model_validate(judge["params"]),
+                        policy=spec.retry_policy,
+                        pricing=Pricing.of(ModelIdentity.from_json(judge).price),
+                        judge=JudgePrompt(spec.judge, dataset.task_type, ctx.prompt),
+                        cache_scope=self._cache_scope(spec, run.tenant, judge_model),
+                    )
+                )
         self._contexts.load(run_id, contexts)
         if self.pages is not None:
-            for task, ctx in zip(tasks, contexts, strict=True):
-                if not task.state.is_terminal and task.counters.succeeded == 0:
+            for task in tasks:
+                # A judged task's count grows with its judge phase: scored whole.
+                if (
+                    not task.state.is_terminal
+                    and task.counters.succeeded == 0
+                    and task.model.get("judge") is None
+                ):
                     self.pages.open(
                         task.task_id,
                         run_id,
-                        ctx.task_type,
+                        self._contexts[task.task_id].task_type,
                         task.counters.total,
                         spec.scoring_timeout_s,
                     )
@@ -220,21 +254,29 @@ class Engine:
         if spent_out is not None and not run.cancel_requested:
             await self._finish_cancel(run_id, reason=spent_out)  # reached before a restart
             return
-        live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
+        live = {
+            m
+            for t in tasks
+            if t.state in (TaskState.PENDING, TaskState.RUNNING)
+            for m in _models_of(t)
+        }
         if run.cancel_requested:
             await self._finish_cancel(run_id)
             return
         for model_id in sorted(live - set(self._providers)):
-            error = EvalError.of(
-                ErrorReason.MODEL_NOT_FOUND,
-                f"model {model_id!r} is no longer configured on this server",
-                modelId=model_id,
-            )
-            self.task_scorer.schedule(
-                await self.store.fail_model_work(run_id, model_id, error, time.time())
-            )
+            await self._fail_missing_model(run_id, model_id)
         self.progress.started(run_id)
         self.dispatcher.add_work(run_id, sorted(live & set(self._providers)))
+
+    async def _fail_missing_model(self, run_id: str, model_id: str) -> None:
+        error = EvalError.of(
+            ErrorReason.MODEL_NOT_FOUND,
+            f"model {model_id!r} is no longer configured on this server",
+            modelId=model_id,
+        )
+        self.task_scorer.schedule(
+            await self.store.fail_model_work(run_id, model_id, error, time.time())
+        )
 
     async def cancel_run(self, run_id: str) -> TransitionReport:
         report = await self._finish_cancel(run_id)
@@ -375,6 +417,11 @@ class Engine:
                 _log.info("model %s is no longer stalled", state.model_id)
                 self.progress.force(state.runs)
 
+    def _cache_scope(self, spec: RunSpec, tenant: str, model_id: str) -> str | None:
+        if not spec.response_cache:
+            return None
+        return self.cache.settings.scope(tenant, model_id)
+
     # -- callbacks -----------------------------------------------------------------------
 
     async def _on_committed(
@@ -391,7 +438,13 @@ class Engine:
         runs = (self._contexts.run_of(t) for t in report.finished_tasks)
         force = {run_id for run_id in runs if run_id is not None}
         self.progress.completed(report.completed_per_run, force=force)
+        for run_id, model_id in report.judge_work:
+            if model_id in self._providers:
+                self.dispatcher.more_work(run_id, model_id)
+            else:  # the judge model was removed from the config (after a restart)
+                await self._fail_missing_model(run_id, model_id)
         self.task_scorer.schedule(report.finished_tasks)
+        await self.cache.keep(batch, self._contexts)
 
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)
@@ -402,6 +455,12 @@ class Engine:
         self._contexts.forget_run(run_id)
         if self.pages is not None:
             self.pages.discard_run(run_id)
+
+
+def _models_of(task: TaskRow) -> tuple[str, ...]:
+    """The models a task calls: its own, and its judge's."""
+    judge = task.model.get("judge")
+    return (task.model_id,) if judge is None else (task.model_id, str(judge["model_id"]))
 
 
 async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:

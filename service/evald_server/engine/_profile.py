@@ -60,4 +60,5 @@ def build_profile(
             inputs.decode_tokens / inputs.decode_time_s if inputs.decode_time_s > 0 else None
         ),
         cost=dataclasses.replace(inputs.cost, priced=priced and inputs.cost.priced),
+        cache_hits=inputs.cache_hits,
     )

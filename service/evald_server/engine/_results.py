@@ -107,6 +107,26 @@ class ExecutionProfile:
     samples_without_usage: int = 0  # token counts unknown (left out of the sums)
     decode_tokens_per_second: float | None = None  # Σ tokens / Σ (latency − TTFT), streamed
     cost: Cost | None = None  # of the successful calls (None in results stored before)
+    cache_hits: int = 0  # samples answered from the response cache (no provider call)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeProvenance:
+    """Who graded the answers, with which rubric and parameters."""
+
+    model_id: str
+    provider: str
+    provider_model: str
+    params: dict[str, Any]  # the judge's effective generation parameters
+    rubric_sha256: str
+    score_format: str
+    scale_min: int
+    scale_max: int
+    pass_threshold: float
+    rounds: int
+    parse_retries: int
+    judged_samples: int = 0  # answers with a verdict
+    unjudged_samples: int = 0  # answers the judge could not grade
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +142,7 @@ class Provenance:
     platform: str
     bootstrap_seed: int
     dependencies: dict[str, str] = field(default_factory=dict)  # library → version
+    judge: JudgeProvenance | None = None  # model-graded scoring, when the run asked for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +158,7 @@ class TaskEvaluation:
     errors: tuple[EvalError, ...]
     provenance: Provenance
     created_at: float
+    judge_profile: ExecutionProfile | None = None  # the judge's calls, counted apart
 
     @property
     def metrics_summary(self) -> dict[str, float]:
@@ -164,6 +186,9 @@ class TaskEvaluation:
             "errors": [e.to_json() for e in self.errors],
             "provenance": to_jsonable(self.provenance),
             "created_at": self.created_at,
+            "judge_profile": None
+            if self.judge_profile is None
+            else to_jsonable(self.judge_profile),
         }
 
     @classmethod
@@ -181,15 +206,20 @@ class TaskEvaluation:
             errors=tuple(EvalError.from_json(e) for e in data.get("errors", ())),
             provenance=from_jsonable(Provenance, data["provenance"]),
             created_at=float(data["created_at"]),
+            judge_profile=None
+            if data.get("judge_profile") is None
+            else from_jsonable(ExecutionProfile, data["judge_profile"]),
         )
 
 
-def failure_errors(failure_reasons: Iterable[tuple[str, int]]) -> list[EvalError]:
-    """One error per reason samples failed permanently with (reasons evald knows)."""
+def failure_errors(
+    failure_reasons: Iterable[tuple[str, int]], what: str = "sample(s)"
+) -> list[EvalError]:
+    """One error per reason ``what`` failed permanently with (reasons evald knows)."""
     return [
         EvalError.of(
             ErrorReason(reason),
-            f"{count} sample(s) failed permanently with {reason}",
+            f"{count} {what} failed permanently with {reason}",
             samples=count,
         )
         for reason, count in failure_reasons
@@ -208,8 +238,11 @@ def assemble_evaluation(
     prompt_template_sha256: str,
     seed: int,
     now: float,
+    judge: JudgeProvenance | None = None,
+    judge_profile: ExecutionProfile | None = None,
 ) -> TaskEvaluation:
-    """The result of a scored task (``report`` None when nothing could be scored)."""
+    """The result of a scored task (``report`` None when nothing could be scored);
+    ``judge`` and ``judge_profile`` when a judge model graded its answers."""
     return TaskEvaluation(
         task_id=task.task_id,
         run_id=task.run_id,
@@ -236,6 +269,8 @@ def assemble_evaluation(
             platform=f"{sys.platform}-{platform.machine()}",
             bootstrap_seed=seed,
             dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
+            judge=judge,
         ),
         created_at=now,
+        judge_profile=judge_profile,
     )

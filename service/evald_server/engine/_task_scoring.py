@@ -9,20 +9,30 @@ are written together with the ``task_scored`` event (and the run's end when it w
 last task).
 """
 
+import dataclasses
+import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 
-from evald_server.domain import EvalError, RunState, TaskState, TaskType, task_outcome
+from evald_server.domain import EvalError, RunState, SubtaskPhase, TaskState, TaskType, task_outcome
+from evald_server.engine._judge_results import JudgeReport, judge_answers
+from evald_server.engine._judge_spec import JudgeSpec
 from evald_server.engine._page_scoring import PageScoring
 from evald_server.engine._profile import build_profile
 from evald_server.engine._prompting import task_prompt
-from evald_server.engine._results import ModelIdentity, assemble_evaluation, failure_errors
+from evald_server.engine._results import (
+    ExecutionProfile,
+    JudgeProvenance,
+    ModelIdentity,
+    assemble_evaluation,
+    failure_errors,
+)
 from evald_server.engine._spec import RunSpec
 from evald_server.scoring import (
     EncodedPage,
@@ -31,7 +41,13 @@ from evald_server.scoring import (
     ScoreReport,
     ScoringFailure,
 )
-from evald_server.store import EventRow, SampleScoreRow, Store, TaskFinish
+from evald_server.store import (
+    EventRow,
+    JudgeVerdictRow,
+    SampleScoreRow,
+    Store,
+    TaskFinish,
+)
 
 _log = logging.getLogger(__name__)
 _PAGE = 2000
@@ -128,9 +144,29 @@ class TaskScorer:
                 errors.append(failure.error)
         elif self._pages is not None:
             self._pages.discard(task_id)
+        judge_identity = task.model.get("judge")
+        judging: JudgeReport | None = None
+        judge_profile: ExecutionProfile | None = None
+        judge_errors: list[EvalError] = []
+        if spec.judge is not None and judge_identity is not None:
+            judging = await self._judge(task_id, spec.judge, spec.seed)
+            judge_inputs = await self._store.profile_inputs(task_id, phase=SubtaskPhase.JUDGE)
+            judge_profile = build_profile(
+                judge_inputs,
+                scoring_time_s=0.0,
+                priced=ModelIdentity.from_json(judge_identity).price is not None,
+            )
+            judge_errors = failure_errors(judge_inputs.failure_reasons, "judge call(s)")
+            if report is not None:
+                report = dataclasses.replace(
+                    report,
+                    metrics={**report.metrics, **judging.metrics},
+                    uncertainty={**report.uncertainty, **judging.uncertainty},
+                )
         scoring_time = time.perf_counter() - started
         inputs = await self._store.profile_inputs(task_id)
         errors.extend(failure_errors(inputs.failure_reasons))
+        errors.extend(judge_errors)
         state = task_outcome(counters, scorer_failed=report is None and counters.succeeded > 0)
         now = time.time()
         evaluation = assemble_evaluation(
@@ -147,15 +183,12 @@ class TaskScorer:
             prompt_template_sha256=prompt.sha256(),
             seed=spec.seed,
             now=now,
+            judge=None
+            if spec.judge is None or judge_identity is None
+            else _judge_provenance(judge_identity, spec.judge, judging),
+            judge_profile=judge_profile,
         )
-        scores: Iterable[SampleScoreRow] = ()
-        if report is not None:
-            # A generator over the report's columns: the store streams it into its
-            # executemany, one row object at a time.
-            scores = (
-                SampleScoreRow(int(s.subtask_id), s.scores, s.correct, s.flags)
-                for s in report.sample_scores
-            )
+        scores: Iterable[SampleScoreRow] = _sample_rows(report, judging)
         body = evaluation.to_json()
         finish = await self._store.finish_task(
             TaskFinish(
@@ -172,6 +205,58 @@ class TaskScorer:
         self._publish(finish.events)
         if finish.run_state is not None:
             self._on_run_finished(task.run_id, finish.run_state)
+
+    async def _judge(self, task_id: str, spec: JudgeSpec, seed: int) -> JudgeReport:
+        rows: list[JudgeVerdictRow] = []
+        after = 0
+        while page := await self._store.task_verdicts(task_id, after, _PAGE):
+            rows.extend(page)
+            after = page[-1].row_id
+        # Off the event loop: the bootstrap is numpy work.
+        return await anyio.to_thread.run_sync(
+            functools.partial(judge_answers, rows, spec, seed=seed)
+        )
+
+
+def _sample_rows(
+    report: ScoreReport | None, judging: JudgeReport | None
+) -> Iterator[SampleScoreRow]:
+    """The per-sample rows to store: the scorer's (a generator over its columns, which
+    the store streams into its executemany), each with its answer's judgement."""
+    judgements = {} if judging is None else dict(judging.judgements)
+    if report is not None:
+        for s in report.sample_scores:
+            row_id = int(s.subtask_id)
+            judgement = judgements.pop(row_id, None)
+            yield SampleScoreRow(
+                row_id,
+                s.scores,
+                s.correct,
+                s.flags,
+                None if judgement is None else judgement.to_json(),
+            )
+    for row_id, judgement in judgements.items():  # judged but not scored
+        yield SampleScoreRow(row_id, None, None, (), judgement.to_json())
+
+
+def _judge_provenance(
+    identity: dict[str, Any], spec: JudgeSpec, judging: JudgeReport | None
+) -> JudgeProvenance:
+    return JudgeProvenance(
+        model_id=str(identity["model_id"]),
+        provider=str(identity["provider"]),
+        provider_model=str(identity["provider_model"]),
+        params=dict(identity["params"]),
+        rubric_sha256=spec.rubric_sha256(),
+        score_format=spec.score_format.value,
+        scale_min=spec.scale_min,
+        scale_max=spec.scale_max,
+        pass_threshold=spec.threshold,
+        rounds=spec.rounds,
+        parse_retries=spec.parse_retries,
+        judged_samples=0 if judging is None else judging.judged,
+        unjudged_samples=0 if judging is None else judging.unjudged,
+    )
 
 
 class StoredSamples:

@@ -14,6 +14,11 @@ and the intervals in ``_intervals``.
 
 from evald_server.scoring._common import BaseScorer, Evaluation
 from evald_server.scoring._errors import ScoringFailure
+from evald_server.scoring._intervals import (
+    bootstrap_distribution,
+    percentile_interval,
+    wilson_interval,
+)
 from evald_server.scoring._pages import (
     EncodedPage,
     EncodedSample,
@@ -86,8 +91,11 @@ __all__ = [
     "SubjectAccuracy",
     "SummarizationPayload",
     "WorstExample",
+    "bootstrap_distribution",
+    "percentile_interval",
     "read_samples",
     "score_task",
     "scorer_dependencies",
     "scorer_for",
+    "wilson_interval",
 ]

@@ -4,6 +4,8 @@ from evald_server.store._errors import LiveRunLimitReached, StoreError
 from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
+    CachedAnswer,
+    CacheEntry,
     Claim,
     ClaimedSubtask,
     CompletionReport,
@@ -11,6 +13,7 @@ from evald_server.store._records import (
     EventRow,
     FinishReport,
     Json,
+    JudgeVerdictRow,
     NewEvent,
     NewRun,
     NewTask,
@@ -35,6 +38,8 @@ from evald_server.store._store_file import StoreLocked, StoreLost
 __all__ = [
     "LATEST_VERSION",
     "STORE_OPENERS",
+    "CacheEntry",
+    "CachedAnswer",
     "Claim",
     "ClaimedSubtask",
     "CompletionReport",
@@ -42,6 +47,7 @@ __all__ = [
     "EventRow",
     "FinishReport",
     "Json",
+    "JudgeVerdictRow",
     "LiveRunLimitReached",
     "NewEvent",
     "NewRun",

@@ -18,6 +18,7 @@ from evald_server.domain import (
     RetryClass,
     RetryCounts,
     RunState,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
     TaskType,
@@ -82,6 +83,10 @@ class NewTask:
     model: Json  # model identity with effective generation params, frozen at creation
     dataset_id: str
     record_count: int
+    # Model-graded scoring: each succeeded answer gets ``judge_rounds`` judge subtasks
+    # on ``judge_model_id`` (none when 0).
+    judge_model_id: str | None = None
+    judge_rounds: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +159,28 @@ class ClaimedSubtask:
     failures: RetryCounts = field(
         default_factory=RetryCounts
     )  # failed attempts per class since queued
+    phase: SubtaskPhase = SubtaskPhase.ANSWER
+    judge_round: int = 0  # judge subtasks: which judging round of the answer
+    answer: str | None = None  # judge subtasks: the answer being graded
 
     @property
     def subtask_id(self) -> str:
-        return subtask_public_id(self.task_id, self.record_idx, self.repeat_index)
+        return subtask_public_id(
+            self.task_id, self.record_idx, self.repeat_index, self.phase, self.judge_round
+        )
 
 
-def subtask_public_id(task_id: str, record_idx: int, repeat_index: int) -> str:
-    """The stable public id of a subtask (also the provider's request key)."""
-    return f"{task_id}.{record_idx}.{repeat_index}"
+def subtask_public_id(
+    task_id: str,
+    record_idx: int,
+    repeat_index: int,
+    phase: SubtaskPhase = SubtaskPhase.ANSWER,
+    judge_round: int = 0,
+) -> str:
+    """The stable public id of a subtask (also the provider's request key); a judge
+    subtask's is its answer's with ``.j<round>``."""
+    base = f"{task_id}.{record_idx}.{repeat_index}"
+    return base if phase is SubtaskPhase.ANSWER else f"{base}.j{judge_round}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +219,12 @@ class SubtaskOutcome:
     finish_reason: str | None = None  # with an output: why generation stopped
     retry_class: RetryClass | None = None  # a retryable failure: the budget it spends
     cost: Cost | None = None  # a success: what it cost (tokens and, if priced, money)
+    phase: SubtaskPhase = SubtaskPhase.ANSWER
+    judge_round: int = 0
+    verdict: float | None = None  # a judge subtask's parsed score
+    cache_hit: bool = False  # answered from the response cache, no provider call
+    # The response-cache entry this answer may fill (engine bookkeeping; not stored).
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +243,7 @@ class CompletionReport:
     retries: tuple[RetryScheduled, ...]
     completed_per_run: Mapping[str, int]  # newly terminal subtasks per run
     events: tuple["EventRow", ...]
+    judge_work: tuple[tuple[str, str], ...] = ()  # (run, judge model) given new work
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,10 +307,50 @@ class SubtaskRow:
         default_factory=RetryCounts
     )  # failed attempts per class since queued
     cost: Cost | None = None  # a success's cost (None before, or stored before evald kept it)
+    phase: SubtaskPhase = SubtaskPhase.ANSWER
+    judge_round: int = 0
+    verdict: float | None = None  # judge subtasks: the parsed score
+    judgement: Json | None = None  # answers of a judged task, once scored
+    cache_hit: bool = False
 
     @property
     def subtask_id(self) -> str:
-        return subtask_public_id(self.task_id, self.record_idx, self.repeat_index)
+        return subtask_public_id(
+            self.task_id, self.record_idx, self.repeat_index, self.phase, self.judge_round
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeVerdictRow:
+    """One judge subtask as scoring reads it: which answer, which round, what it said."""
+
+    row_id: int
+    judged_row_id: int  # the answer's subtask row
+    record_idx: int
+    judge_round: int
+    state: SubtaskState
+    verdict: float | None  # parsed score (succeeded ones)
+    output: str | None  # the judge's full answer (its rationale and verdict line)
+    error_reason: str | None  # failed ones: the last error's reason
+
+
+@dataclass(frozen=True, slots=True)
+class CachedAnswer:
+    """A complete, successful answer kept in the response cache."""
+
+    output: str
+    finish_reason: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    """An answer to keep in the response cache under (scope, key)."""
+
+    scope: str  # a tenant, or a model's shared scope
+    key: str
+    answer: CachedAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,9 +371,10 @@ class SampleScoreRow:
     """Per-sample scores to store beside a subtask for ListSamples."""
 
     row_id: int
-    scores: dict[str, float]
+    scores: dict[str, float] | None  # None: a judged answer the scorer did not score
     correct: bool | None
     flags: tuple[str, ...] = ()
+    judgement: Json | None = None  # a judged task: the answer's verdict, for ListSamples
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,3 +421,4 @@ class ProfileInputs:
     cost: Cost = field(
         default_factory=Cost
     )  # of the successful calls; priced: every one had a price
+    cache_hits: int = 0  # succeeded from the response cache (no provider call)

@@ -150,6 +150,12 @@ class CounterDeltas:
             bucket[source.value] -= n
             bucket[target.value] += n
 
+    def add_pending(self, run_id: str, task_id: str, n: int) -> None:
+        """New subtasks (a judge phase's), pending: ``total`` and ``pending`` grow."""
+        for bucket in (self.tasks[task_id], self.runs[run_id]):
+            bucket["total"] += n
+            bucket[SubtaskState.PENDING.value] += n
+
     def apply(self, conn: sqlite3.Connection) -> None:
         for table, key, changes in (
             ("tasks", "task_id", self.tasks),

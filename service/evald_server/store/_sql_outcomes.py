@@ -19,9 +19,11 @@ from evald_server.domain import (
     RetryCounts,
     RunState,
     SampleFailure,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
     effective_outcome,
+    judge_subtasks_due,
     spends_attempt,
     task_ready_for_scoring,
     to_jsonable,
@@ -103,7 +105,8 @@ def create_run(
         )
         conn.executemany(
             "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
-            "total, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "total, pending, judge_model_id, judge_rounds) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     t.task_id,
@@ -115,6 +118,8 @@ def create_run(
                     TaskState.PENDING.value,
                     t.record_count * run.repeat,
                     t.record_count * run.repeat,
+                    t.judge_model_id,
+                    t.judge_rounds,
                 )
                 for t in tasks
             ],
@@ -154,7 +159,8 @@ _UPDATE_OUTCOME = (
     "finish_reason = COALESCE(?, finish_reason), "
     "failed_rate_limited = failed_rate_limited + ?, failed_timeout = failed_timeout + ?, "
     "failed_transient = failed_transient + ?, cost_picousd = COALESCE(?, cost_picousd), "
-    "cost_tokens = COALESCE(?, cost_tokens), cost_estimated = MAX(cost_estimated, ?) "
+    "cost_tokens = COALESCE(?, cost_tokens), cost_estimated = MAX(cost_estimated, ?), "
+    "verdict = COALESCE(?, verdict), cache_hit = ? "
     "WHERE row_id = ?"
 )
 _ADD_RUN_COST = (
@@ -195,6 +201,7 @@ def complete(
         retries: list[RetryScheduled] = []
         completed: dict[str, int] = {}
         failures: list[SubtaskOutcome] = []
+        judged: list[SubtaskOutcome] = []
         updates = []
         run_costs: dict[str, Cost] = {}
         for outcome in outcomes:
@@ -232,9 +239,13 @@ def complete(
                     None if cost is None or not cost.priced else cost.picousd,
                     None if cost is None else cost.tokens,
                     int(cost is not None and cost.estimated),
+                    outcome.verdict,
+                    int(outcome.cache_hit and kind is OutcomeKind.SUCCEEDED),
                     outcome.row_id,
                 )
             )
+            if kind is OutcomeKind.SUCCEEDED and outcome.phase is SubtaskPhase.ANSWER:
+                judged.append(outcome)
             moved[outcome.run_id, outcome.task_id, target] += 1
             if target in _TERMINAL:
                 completed[outcome.run_id] = completed.get(outcome.run_id, 0) + 1
@@ -252,6 +263,7 @@ def complete(
         deltas = CounterDeltas()
         for (run_id, task_id, target), count in moved.items():
             deltas.move(run_id, task_id, _S.RUNNING, target, count)
+        judge_work = _create_judge_subtasks(conn, judged, cancelling, deltas, now)
         events = [(o.run_id, _failure_event(conn, o, now)) for o in failures]
         applied = len(updates)
         deltas.apply(conn)
@@ -265,7 +277,60 @@ def complete(
         retries=tuple(retries),
         completed_per_run=completed,
         events=tuple(appended),
+        judge_work=tuple(judge_work),
     )
+
+
+def _create_judge_subtasks(
+    conn: sqlite3.Connection,
+    answers: Sequence[SubtaskOutcome],
+    cancelling: set[str],
+    deltas: CounterDeltas,
+    now: float,
+) -> list[tuple[str, str]]:
+    """Insert the judge subtasks that the succeeded answers call for (pending, counted
+    in their task and run); returns the (run, judge model) pairs that got work."""
+    if not answers:
+        return []
+    task_ids = sorted({o.task_id for o in answers})
+    marks = ",".join("?" * len(task_ids))
+    judges = {
+        row[0]: (row[1], int(row[2]))
+        for row in conn.execute(
+            f"SELECT task_id, judge_model_id, judge_rounds FROM tasks WHERE task_id IN ({marks}) "
+            "AND judge_rounds > 0",
+            task_ids,
+        )
+    }
+    rows = []
+    for outcome in answers:
+        model_id, rounds = judges.get(outcome.task_id, (None, 0))
+        due = judge_subtasks_due(
+            outcome.kind, outcome.phase, rounds, cancel_requested=outcome.run_id in cancelling
+        )
+        for judge_round in range(due):
+            rows.append(
+                (
+                    outcome.run_id,
+                    outcome.task_id,
+                    model_id,
+                    outcome.record_idx,
+                    outcome.repeat_index,
+                    now,
+                    int(SubtaskPhase.JUDGE),
+                    outcome.row_id,
+                    judge_round,
+                )
+            )
+        if due:
+            deltas.add_pending(outcome.run_id, outcome.task_id, due)
+    conn.executemany(
+        "INSERT INTO subtasks (run_id, task_id, model_id, record_idx, repeat_index, state, "
+        "updated_at, phase, judged_row_id, judge_round) "
+        "VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        rows,
+    )
+    return sorted({(row[0], str(row[2])) for row in rows})
 
 
 def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float) -> NewEvent:
@@ -278,7 +343,13 @@ def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float
         (outcome.row_id,),
     ).fetchone()
     failure = SampleFailure(
-        subtask_id=subtask_public_id(outcome.task_id, outcome.record_idx, outcome.repeat_index),
+        subtask_id=subtask_public_id(
+            outcome.task_id,
+            outcome.record_idx,
+            outcome.repeat_index,
+            outcome.phase,
+            outcome.judge_round,
+        ),
         task_id=outcome.task_id,
         model_id=outcome.model_id,
         record_id=record_id,

@@ -232,11 +232,14 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
             (finish.task_id, run_id, dumps(finish.result)),
         )
         conn.executemany(
-            "UPDATE subtasks SET scores = ?, correct = ? WHERE row_id = ?",
+            "UPDATE subtasks SET scores = ?, correct = ?, judgement = ? WHERE row_id = ?",
             (
                 (
-                    dumps({"scores": s.scores, "flags": list(s.flags)}),
+                    None
+                    if s.scores is None
+                    else dumps({"scores": s.scores, "flags": list(s.flags)}),
                     None if s.correct is None else int(s.correct),
+                    None if s.judgement is None else dumps(s.judgement),
                     s.row_id,
                 )
                 for s in finish.sample_scores
