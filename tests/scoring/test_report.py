@@ -44,6 +44,7 @@ def test_public_surface() -> None:
         "SampleScores",
         "SampleSource",
         "ScoreReport",
+        "ScoredPage",
         "Scorer",
         "ScoringFailure",
         "ScoringPool",
