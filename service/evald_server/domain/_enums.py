@@ -186,4 +186,5 @@ class ErrorReason(StrEnum):
     PAGE_TOKEN_INVALID = "page_token_invalid"
     UNAUTHENTICATED = "unauthenticated"
     SERVER_DRAINING = "server_draining"
+    STORE_UNAVAILABLE = "store_unavailable"
     RUN_NOT_FINISHED = "run_not_finished"
