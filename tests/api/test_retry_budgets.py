@@ -13,7 +13,7 @@ import pytest
 from evald.v1 import dataset_pb2, run_pb2, service_pb2
 from evald_client import AsyncEvaldClient, RetryPolicy, RunState, SampleFailed, SubtaskState
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
-from tests._shared import classification_records, jsonl
+from tests._shared import classification_records, jsonl, simulated_model
 from tests.api._support import assert_reason, chunk, fails, header, raw_stub
 from tests.harness import make_config, running_server
 
@@ -105,3 +105,31 @@ async def test_bad_budgets_are_refused_naming_the_field(tmp_path: Path) -> None:
             failure = await fails(stub.CreateRun(service_pb2.CreateRunRequest(spec=spec)))
             assert_reason(failure, grpc.StatusCode.INVALID_ARGUMENT, "RUN_SPEC_INVALID")
             assert field in failure.violations, (field, failure.violations)
+
+
+async def test_a_cost_budget_needs_a_price_for_the_judge_model_too(tmp_path: Path) -> None:
+    price = {"input_per_million": 1.0, "output_per_million": 2.0}
+    models = [
+        {**simulated_model("priced"), "price": price},
+        {**simulated_model("judge-priced"), "price": price},
+        simulated_model("judge-free"),
+    ]
+    config = make_config(tmp_path, models=models)
+    async with running_server(config) as address, raw_stub(address) as stub:
+        records = classification_records(2, prefix="c")
+        await stub.UploadDataset(iter([header("d"), chunk(jsonl(records))]))
+
+        def spec(judge: str) -> run_pb2.RunSpec:
+            return run_pb2.RunSpec(
+                model_ids=["priced"],
+                datasets=[dataset_pb2.DatasetRef(name="d", benchmark_version="1.0.0")],
+                budget=run_pb2.RunBudget(max_cost_usd=1.0),
+                judge=run_pb2.JudgeSpec(model_id=judge),
+            )
+
+        # The judge's calls are paid for too: a budget it cannot price is refused.
+        failure = await fails(stub.CreateRun(service_pb2.CreateRunRequest(spec=spec("judge-free"))))
+        assert_reason(failure, grpc.StatusCode.INVALID_ARGUMENT, "RUN_SPEC_INVALID")
+        assert "judge-free" in failure.violations["spec.budget.max_cost_usd"]
+        accepted = await stub.CreateRun(service_pb2.CreateRunRequest(spec=spec("judge-priced")))
+        assert accepted.run.run_id
