@@ -1,9 +1,12 @@
-"""Persistence: the ``Store`` port and its embedded SQLite implementation."""
+"""Persistence: the ``Store`` port, its embedded SQLite implementation and the
+PostgreSQL one for several replicas (``store._postgres``, imported only when a
+``postgresql://`` URL is opened: its driver is the ``postgres`` extra)."""
 
 from evald_server.store._errors import LiveRunLimitReached, StoreError
 from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
+    ChangeKind,
     Claim,
     ClaimedSubtask,
     CompletionReport,
@@ -20,6 +23,7 @@ from evald_server.store._records import (
     RunRow,
     SampleScoreRow,
     StateCounts,
+    StoreChange,
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
@@ -35,6 +39,7 @@ from evald_server.store._store_file import StoreLocked, StoreLost
 __all__ = [
     "LATEST_VERSION",
     "STORE_OPENERS",
+    "ChangeKind",
     "Claim",
     "ClaimedSubtask",
     "CompletionReport",
@@ -54,6 +59,7 @@ __all__ = [
     "SqliteStore",
     "StateCounts",
     "Store",
+    "StoreChange",
     "StoreError",
     "StoreLocked",
     "StoreLost",

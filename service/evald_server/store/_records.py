@@ -7,6 +7,7 @@ engine and the application layer give them meaning. Times are Unix epoch seconds
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from evald_server.domain import (
@@ -336,3 +337,23 @@ class ProfileInputs:
     usage_unknown: int = 0  # succeeded without usage from the provider
     decode_tokens: int = 0  # completion tokens of streamed calls with usage and a TTFT
     decode_time_s: float = 0.0  # their latency − TTFT, summed
+
+
+class ChangeKind(StrEnum):
+    """What another replica changed that this one must act on."""
+
+    EVENTS = "events"  # a run's log grew (detail: its last seq): wake its watchers
+    WORK = "work"  # a run has ready work (new, retried or requeued): dispatch it
+    CANCEL = "cancel"  # a run was cancelled: abort its calls in flight here
+    FINISHED = "finished"  # a run ended: forget it
+    SCORING = "scoring"  # a task's scoring job is free (detail: the task id)
+    RESYNC = "resync"  # changes may have been missed (the feed reconnected): look again
+
+
+@dataclass(frozen=True, slots=True)
+class StoreChange:
+    """One change made by another process on a shared store (``Store.changes``)."""
+
+    kind: ChangeKind
+    run_id: str = ""
+    detail: str = ""

@@ -16,14 +16,14 @@ the file is still the one that was opened.
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
-from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskType
+from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskState, TaskType
 from evald_server.store import _sql_claim as claim
 from evald_server.store import _sql_datasets as ds
 from evald_server.store import _sql_outcomes as outcomes_sql
@@ -32,6 +32,7 @@ from evald_server.store import _sql_transitions as transitions
 from evald_server.store._db_thread import DbThread
 from evald_server.store._errors import StoreError
 from evald_server.store._records import (
+    ChangeKind,
     Claim,
     CompletionReport,
     DatasetRow,
@@ -45,6 +46,7 @@ from evald_server.store._records import (
     RecordRow,
     RunRow,
     StateCounts,
+    StoreChange,
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
@@ -112,6 +114,14 @@ class SqliteStore:
         except StoreLost as lost:
             return str(lost)
         return None
+
+    def unavailable(self) -> str | None:
+        return None  # a local file is there or lost (``problem``), never "unreachable"
+
+    async def changes(self) -> AsyncIterator[StoreChange]:
+        """Nothing: one process per file, so no other process changes it."""
+        await anyio.sleep_forever()
+        yield StoreChange(ChangeKind.RESYNC)  # pragma: no cover (never reached)
 
     @classmethod
     async def from_url(cls, url: str, *, events_retained_per_run: int = 100_000) -> "SqliteStore":
@@ -277,6 +287,11 @@ class SqliteStore:
     # Scoring and results.
     async def scoring_task_ids(self) -> list[str]:
         return await self._read(reads.scoring_task_ids)
+
+    async def claim_scoring(self, task_id: str) -> bool:
+        """One process per file: a task in ``scoring`` is this process's to score."""
+        task = await self._read(reads.get_task, task_id)
+        return task is not None and task.state is TaskState.SCORING
 
     async def task_subtasks(
         self, task_id: str, states: Sequence[SubtaskState], after_row: int, limit: int
