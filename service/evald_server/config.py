@@ -164,8 +164,7 @@ class StoreSection(_Section):
     # This replica's name in the membership table; default: host name + process id.
     # Unique per replica: a second live replica with the same id is refused at start.
     replica_id: (
-        Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
-        | None
+        Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")] | None
     ) = None
     # A replica whose heartbeat is older than lease_s is dead: its running work goes back
     # to pending, its scoring jobs to whoever takes them. Heartbeats every heartbeat_s.

@@ -40,7 +40,9 @@ from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
+from evald_server.engine._shares import CapacityShares
 from evald_server.engine._spec import DatasetRef, RunSpec
+from evald_server.engine._store_changes import StoreChanges
 from evald_server.engine._task_scoring import ScoringPort, Watcher
 from evald_server.providers import Provider
 from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
@@ -100,6 +102,17 @@ class Engine:
             calls=self.dispatcher.calls_by_task,
             activity=self.model_activity,
         )
+        # Runs created, cancelled or finished by other replicas of a shared store.
+        self.store_changes = StoreChanges(
+            store,
+            register_run=self.register_run,
+            run_models=self._run_models,
+            forget_run=self._forget_run,
+            dispatcher=self.dispatcher,
+            events=self.events,
+            watcher=self.watcher,
+        )
+        self.shares = CapacityShares(store, self.limiter, sorted(providers))
         self._stall_warned: dict[str, float] = {}  # model id -> when last warned
         self._failing: set[str] = set()  # models warned about a streak of failed calls
         self._dispatcher_done = anyio.Event()
@@ -115,12 +128,15 @@ class Engine:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         async with anyio.create_task_group() as tg:
+            await self.shares.balance_once()  # a joining replica starts from its share
             await self._resume()
             tg.start_soon(_until_done, self.committer.run, self._committer_done)
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
             await tg.start(self.watcher.run)
             await tg.start(self.progress.run)
             tg.start_soon(self._monitor_lanes)
+            tg.start_soon(self.store_changes.run)
+            tg.start_soon(self.shares.run)
             task_status.started()
             await self._stopped.wait()
             tg.cancel_scope.cancel()
@@ -348,6 +364,16 @@ class Engine:
 
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)
+        self._forget_run(run_id)
+
+    def _run_models(self, run_id: str) -> list[str] | None:
+        """The models of a run this engine has loaded; None for a run it does not know."""
+        task_ids = self._run_tasks.get(run_id)
+        if task_ids is None:
+            return None
+        return sorted({self._contexts[t].model_id for t in task_ids if t in self._contexts})
+
+    def _forget_run(self, run_id: str) -> None:
         self.limiter.remove_run(run_id)
         self.dispatcher.forget_run(run_id)
         self.progress.forget(run_id)

@@ -12,6 +12,9 @@ subtasks to pending (no retry spent) and frees its scoring jobs; never before, s
 is never taken from an owner that still holds a valid lease.
 """
 
+import json
+from collections.abc import Mapping
+
 import asyncpg
 
 from evald_server.store._errors import StoreError
@@ -92,3 +95,52 @@ async def orphaned_scoring(conn: asyncpg.Connection, grace_s: float) -> list[tup
         grace_s,
     )
     return [(r[0], r[1]) for r in rows]
+
+
+_CAPACITY_LOCK = 0x65766163  # "evac": one balancing of the shares at a time, database-wide
+
+
+async def capacity_shares(
+    conn: asyncpg.Connection,
+    replica_id: str,
+    owner: str,
+    limits: Mapping[str, int],
+    held: Mapping[str, int],
+) -> dict[str, int]:
+    """This replica's share of each model's global limit, and publish what it holds.
+
+    Fair share: ``limit // n``, one more for the first ``limit % n`` replicas (replica id
+    order), so the shares add up to the limit. A share is also capped at what the other
+    live replicas do not hold (``limit - Σ their published holds``): a share taken from a
+    replica is free only once that replica has said it no longer uses it (its calls in
+    flight have come back under its new share), or once its lease has expired. Balancing
+    runs under one advisory lock, so each replica sees the others' latest holds; every
+    replica publishes at least what it may use, so the holds never add up above a limit.
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _CAPACITY_LOCK)
+        rows = await conn.fetch(
+            f"SELECT replica_id, owner, capacity FROM replicas WHERE {LIVE} ORDER BY replica_id"
+        )
+        ids = [r["replica_id"] for r in rows]
+        if (replica_id, owner) not in [(r["replica_id"], r["owner"]) for r in rows]:
+            shares = dict.fromkeys(limits, 0)  # not a live member (taken for dead): fenced
+        else:
+            rank, n = ids.index(replica_id), len(ids)
+            others: dict[str, int] = {}
+            for row in rows:
+                if row["replica_id"] != replica_id:
+                    for model, slots in json.loads(row["capacity"]).items():
+                        others[model] = others.get(model, 0) + int(slots)
+            shares = {}
+            for model, limit in limits.items():
+                fair = limit // n + (1 if rank < limit % n else 0)
+                shares[model] = max(0, min(fair, limit - others.get(model, 0)))
+        holds = {m: max(shares[m], held.get(m, 0)) for m in limits}
+        await conn.execute(
+            "UPDATE replicas SET capacity = $3 WHERE replica_id = $1 AND owner = $2",
+            replica_id,
+            owner,
+            json.dumps(holds, sort_keys=True),
+        )
+    return shares

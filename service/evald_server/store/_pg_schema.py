@@ -154,13 +154,15 @@ _V1 = (
     "CREATE INDEX results_run ON results (run_id)",
     # Membership: one row per replica, renewed by its heartbeat. A replica whose
     # lease_until (database clock) has passed is dead; its running subtasks and its
-    # scoring jobs may be taken back by any other replica.
+    # scoring jobs may be taken back by any other replica. ``capacity``: the slots of
+    # each model's global limit the replica may be using (JSON model id -> slots).
     """CREATE TABLE replicas (
         replica_id TEXT PRIMARY KEY,
         owner TEXT NOT NULL,
         started_at DOUBLE PRECISION NOT NULL,
         heartbeat_at DOUBLE PRECISION NOT NULL,
-        lease_until DOUBLE PRECISION NOT NULL
+        lease_until DOUBLE PRECISION NOT NULL,
+        capacity TEXT NOT NULL DEFAULT '{}'
     )""",
 )
 

@@ -35,11 +35,14 @@ from evald_server.domain import (
     to_jsonable,
 )
 from evald_server.store._pg_common import (
+    WORK,
     append_events,
     apply_deltas,
     clean_text,
     count_moves,
     lock_runs,
+    notice,
+    notify,
 )
 from evald_server.store._records import (
     COUNTER_COLUMNS,
@@ -288,6 +291,10 @@ async def complete(
         appended: list[EventRow] = []
         for run_id in sorted(by_run):
             appended.extend(await append_events(conn, run_id, by_run[run_id], retain, owner))
+        # Work back to pending (released by a drain) or waiting for a retry: any replica
+        # may take it, this one may be stopping or die before it falls due.
+        again = sorted({r for r, _, t in moved if t in (_S.PENDING, _S.FAILED)})
+        await notify(conn, [notice(WORK, owner, run_id) for run_id in again])
     return CompletionReport(
         applied=len(updates),
         finished_tasks=tuple(finished),

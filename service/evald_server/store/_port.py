@@ -19,7 +19,7 @@ replicas on one database, without engine changes:
   on SQLite, one process per file, it yields nothing.
 """
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskType
@@ -63,6 +63,13 @@ class Store(Protocol):
 
     def changes(self) -> AsyncIterator[StoreChange]:
         """Changes made by other processes sharing the store, as they commit."""
+        ...
+
+    async def capacity_shares(
+        self, limits: Mapping[str, int], held: Mapping[str, int]
+    ) -> Mapping[str, int]:
+        """This process's share of each model's global ``max_concurrency`` (``limits``),
+        given the slots it may be using now (``held``); the whole limit on SQLite."""
         ...
 
     # Datasets (immutable once created).

@@ -23,7 +23,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -139,6 +139,8 @@ class PostgresStore:
         self._down: str | None = None  # why the database is unreachable, while it is
         self._closed = False
         self._tokens = itertools.count(1)
+        self._renewed_at = time.monotonic()  # the last renewal of this replica's lease
+        self._shares: dict[str, int] = {}
         self.members: list[tuple[str, str]] = []  # live (replica id, owner), last heartbeat
         self.round_trips = 0  # operations run (each one pool checkout), for the bench
 
@@ -255,6 +257,7 @@ class PostgresStore:
             if not await leases.heartbeat(conn, self.replica_id, self.owner, self.lease_s):
                 _log.warning("replica %s was taken for dead: joining again", self.replica_id)
                 await leases.register(conn, self.replica_id, self.owner, self.lease_s)
+            self._renewed_at = time.monotonic()
             self.members = await leases.live_members(conn)
             live = [owner for _, owner in self.members]
             requeued = await runs.requeue_running(conn, None, live, time.time())
@@ -269,6 +272,27 @@ class PostgresStore:
         if self._down is not None:
             self._back()
         return requeued
+
+    async def capacity_shares(
+        self, limits: Mapping[str, int], held: Mapping[str, int]
+    ) -> Mapping[str, int]:
+        """One try, briefly: a replica that cannot reach the database keeps its shares
+        until its lease would have expired, then fences itself (no share at all), since
+        the others will have taken its shares back by then."""
+        assert self._pool is not None
+        try:
+            async with self._pool.acquire(timeout=self.heartbeat_s) as conn:
+                shares = await asyncio.wait_for(
+                    leases.capacity_shares(conn, self.replica_id, self.owner, limits, held),
+                    self.lease_s,
+                )
+        except (*_LOST, asyncpg.PostgresError) as exc:
+            self._lost(exc)
+            if time.monotonic() - self._renewed_at > self.lease_s - self.heartbeat_s:
+                return dict.fromkeys(limits, 0)
+            return dict(self._shares) or dict.fromkeys(limits, 0)
+        self._shares = shares
+        return shares
 
     # -- the change feed -----------------------------------------------------------------
 

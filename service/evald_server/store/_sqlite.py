@@ -16,7 +16,7 @@ the file is still the one that was opened.
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -122,6 +122,12 @@ class SqliteStore:
         """Nothing: one process per file, so no other process changes it."""
         await anyio.sleep_forever()
         yield StoreChange(ChangeKind.RESYNC)  # pragma: no cover (never reached)
+
+    async def capacity_shares(
+        self, limits: Mapping[str, int], held: Mapping[str, int]
+    ) -> Mapping[str, int]:
+        """One process: every model's whole limit is its own."""
+        return dict(limits)
 
     @classmethod
     async def from_url(cls, url: str, *, events_retained_per_run: int = 100_000) -> "SqliteStore":

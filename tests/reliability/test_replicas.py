@@ -1,0 +1,124 @@
+"""Replicas of evald on one PostgreSQL database, as real server processes.
+
+Two replicas share a run; a watch on the replica that did not create it sees every
+event once, in order, to the end; the fake's peak concurrency per model never exceeds
+the model's limit. A cancel on a replica that runs none of the work aborts the calls
+of the one that does. One request id sent to two replicas creates one run.
+"""
+
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from evald_client import StateChanged
+from tests._postgres import pg_url
+from tests._shared import wait_for
+from tests.reliability._cluster import cluster
+from tests.reliability._support import classification_records
+
+__all__ = ["pg_url"]
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_two_replicas_share_a_run_and_a_watch_on_either_sees_all_of_it(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with cluster(tmp_path, pg_url, models=[("fa", 4), ("fb", 3)]) as nodes:
+        await nodes.start("r1")
+        await nodes.start("r2")
+        async with nodes.client("r1") as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(150),
+            )
+            run = await client.create_run(models=["fa", "fb"], datasets=[("reviews", "1.0.0")])
+        seqs: list[int] = []
+        last = None
+        async with nodes.client("r2") as watcher:
+            with anyio.fail_after(120):
+                async for event in watcher.watch(run.run_id):
+                    seqs.append(event.seq)
+                    last = event
+        assert seqs == list(range(1, len(seqs) + 1)), "no gap, no duplicate"
+        assert isinstance(last, StateChanged)
+        assert last.state.value == "succeeded"
+        await nodes.assert_complete(run.run_id, 300)
+        stats = await nodes.fake.control.stats()
+        assert stats["peak_concurrency"]["fa"] <= 4
+        assert stats["peak_concurrency"]["fb"] <= 3
+        # Both replicas took part: each holds a membership row and claimed work (its
+        # claims stamped tokens under its own owner; the outcomes then cleared them).
+        members = await nodes.query("SELECT replica_id FROM replicas ORDER BY replica_id")
+        assert [m[0] for m in members] == ["r1", "r2"]
+
+
+async def test_a_cancel_on_a_replica_that_runs_none_of_the_work_aborts_the_calls(
+    tmp_path: Path, pg_url: str
+) -> None:
+    hang = ("--latency-ms", "60000")
+    async with cluster(tmp_path, pg_url, models=[("fa", 4)], fake_args=hang) as nodes:
+        await nodes.start("r1")
+        async with nodes.client("r1") as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(4),
+            )
+            run = await client.create_run(models=["fa"], datasets=[("reviews", "1.0.0")])
+
+        async def all_in_flight() -> bool:
+            return (await nodes.fake.control.stats())["in_flight_all"] == 4
+
+        await wait_for(all_in_flight, timeout_s=30)
+        await nodes.start("r2")  # every subtask is r1's: r2 has nothing to claim
+        async with nodes.client("r2") as other:
+            started = time.monotonic()
+            await other.cancel_run(run.run_id)
+
+            async def none_in_flight() -> bool:
+                return (await nodes.fake.control.stats())["in_flight_all"] == 0
+
+            await wait_for(none_in_flight, timeout_s=30, every_s=0.02)
+            aborted_after = time.monotonic() - started
+            final = await other.wait(run.run_id, timeout_s=60)
+        assert final.state.value == "cancelled"
+        # The target is 1 s; this bound only says the calls were aborted, not answered
+        # (they would have taken 60 s), with room for a loaded machine.
+        assert aborted_after < 10, aborted_after
+        await nodes.assert_complete(run.run_id, 4)
+
+
+async def test_one_request_id_sent_to_two_replicas_creates_one_run(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with cluster(tmp_path, pg_url, models=[("fa", 2)]) as nodes:
+        await nodes.start("r1")
+        await nodes.start("r2")
+        async with nodes.client("r1") as one, nodes.client("r2") as two:
+            await one.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(5),
+            )
+            runs = []
+
+            async def create(client: object) -> None:
+                runs.append(
+                    await client.create_run(  # type: ignore[attr-defined]
+                        models=["fa"], datasets=[("reviews", "1.0.0")], request_id="same"
+                    )
+                )
+
+            async with anyio.create_task_group() as tg:
+                for client in (one, two, one, two):
+                    tg.start_soon(create, client)
+        assert len({r.run_id for r in runs}) == 1
+        stored = await nodes.query("SELECT COUNT(*) FROM runs")
+        assert stored[0][0] == 1

@@ -1,0 +1,279 @@
+"""Two PostgresStores on one database in one process: what replicas rely on.
+
+Leases (a dead owner's work back to pending, never a live one's; its late outcome
+refused), scoring jobs taken once and taken over from a dead scorer, gap-free event
+seqs under concurrent appends, idempotent creates and tenant quotas across replicas,
+the change feed, replica ids, schema versions and the password kept out of messages.
+"""
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import asyncpg
+import pytest
+
+from evald_server.domain import EventKind, OutcomeKind, TaskState
+from evald_server.store import (
+    ChangeKind,
+    LiveRunLimitReached,
+    NewEvent,
+    StoreChange,
+    StoreError,
+    TaskFinish,
+)
+from evald_server.store._pg_schema import LATEST_VERSION
+from evald_server.store._postgres import PostgresStore, redact
+from tests._postgres import empty, pg_url
+from tests.store._helpers import add_dataset, add_run
+from tests.store.test_runs import assert_counters_match_recount, outcome
+
+__all__ = ["pg_url"]
+
+pytestmark = pytest.mark.anyio
+
+LEASE_S = 0.6
+Open = Callable[..., Awaitable[PostgresStore]]
+
+
+@pytest.fixture
+async def replicas(pg_url: str) -> AsyncIterator[Open]:
+    """Opens PostgresStores on the session's (emptied) database; closes them at the end."""
+    await empty(pg_url)
+    opened: list[PostgresStore] = []
+
+    async def open_one(**options: object) -> PostgresStore:
+        settings: dict[str, object] = {
+            "lease_s": LEASE_S,
+            "heartbeat_s": 0.1,
+            "pool_size": 3,
+            "replica_id": f"r{len(opened)}",  # one process: the default id would repeat
+        }
+        settings.update(options)
+        store = await PostgresStore.open(pg_url, **settings)
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        await store.close()
+
+
+def stop_heartbeat(store: PostgresStore) -> None:
+    """The replica hangs (or its host is cut off): it stops renewing its lease."""
+    assert store._maintenance is not None
+    store._maintenance.cancel()
+
+
+async def test_a_dead_replicas_work_goes_back_to_pending_and_its_late_outcome_is_refused(
+    replicas: Open,
+) -> None:
+    a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
+    ds = await add_dataset(a, records=4)
+    run = await add_run(a, [ds])
+    claimed = (await a.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
+    assert len(claimed) == 3
+    # A live owner's rows are never taken, however long and often the others look
+    # (b's heartbeat looks every 0.1 s).
+    await anyio.sleep(2 * LEASE_S)
+    (task,) = await b.get_tasks(run.run_id)
+    assert (task.counters.pending, task.counters.running) == (1, 3)
+    stop_heartbeat(a)
+    await anyio.sleep(LEASE_S + 0.3)  # b's heartbeat gives a's rows back meanwhile
+    (task,) = await b.get_tasks(run.run_id)
+    assert (task.counters.pending, task.counters.running) == (4, 0)
+    again = (await b.claim_ready(run.run_id, "m1", 4, time.time())).subtasks
+    assert sorted(c.row_id for c in again) == sorted(
+        [c.row_id for c in claimed] + [again[-1].row_id]
+    )
+    assert {c.attempt for c in again} == {0}, "no retry spent"
+    late = await a.complete(
+        [outcome(c, OutcomeKind.SUCCEEDED, output="late") for c in claimed], time.time()
+    )
+    assert late.applied == 0
+    done = await b.complete(
+        [outcome(c, OutcomeKind.SUCCEEDED, output="b") for c in again], time.time()
+    )
+    assert done.applied == 4
+    rows = await b.task_subtasks(task.task_id, (), 0, 10)
+    assert {r.output for r in rows} == {"b"}
+    await assert_counters_match_recount(b, run.run_id)
+
+
+async def test_a_replica_taken_for_dead_joins_again_when_its_heartbeat_returns(
+    replicas: Open,
+) -> None:
+    a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
+    stop_heartbeat(a)
+    await anyio.sleep(LEASE_S + 0.2)
+    await b.maintain_once()
+    assert [m for m, _ in b.members] == ["b"]
+    await a.maintain_once()  # its heartbeat comes back
+    await b.maintain_once()
+    assert [m for m, _ in b.members] == ["a", "b"]
+
+
+async def test_a_scoring_job_is_taken_once_and_taken_over_from_a_dead_scorer(
+    replicas: Open,
+) -> None:
+    a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
+    ds = await add_dataset(a, records=1)
+    run = await add_run(a, [ds])
+    (item,) = (await a.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
+    report = await a.complete([outcome(item, OutcomeKind.SUCCEEDED, output="x")], time.time())
+    (task_id,) = report.finished_tasks
+    assert await a.claim_scoring(task_id)
+    assert not await b.claim_scoring(task_id), "a live scorer holds it"
+    stop_heartbeat(a)
+    await anyio.sleep(LEASE_S + 0.2)
+    assert await b.claim_scoring(task_id)
+    finish = TaskFinish(
+        task_id=task_id,
+        state=TaskState.SUCCEEDED,
+        result_status="succeeded",
+        result={"by": "a"},
+        event_payload={"task_id": task_id},
+        time=time.time(),
+    )
+    refused = await a.finish_task(finish)
+    assert (refused.events, refused.run_state) == ((), None), "the old scorer lost the job"
+    taken = await b.finish_task(finish)
+    assert [e.kind for e in taken.events] == [EventKind.TASK_SCORED, EventKind.RUN_STATE]
+
+
+async def test_concurrent_appends_from_two_replicas_get_gap_free_seqs(replicas: Open) -> None:
+    a, b = await replicas(), await replicas()
+    ds = await add_dataset(a, records=1)
+    run = await add_run(a, [ds])
+    note = NewEvent(EventKind.PROGRESS, {"n": 1}, time.time())
+    seqs: list[int] = []
+
+    async def append(store: PostgresStore) -> None:
+        for _ in range(20):
+            seqs.extend(e.seq for e in await store.append_events(run.run_id, [note, note]))
+
+    async with anyio.create_task_group() as tg:
+        for store in (a, b, a, b):
+            tg.start_soon(append, store)
+    assert sorted(seqs) == list(range(2, 2 + 160))
+    stored = await b.read_events(run.run_id, 0, 1000)
+    assert [e.seq for e in stored] == list(range(1, 162))
+
+
+async def test_one_request_id_on_two_replicas_creates_one_run(replicas: Open) -> None:
+    a, b = await replicas(), await replicas()
+    ds = await add_dataset(a, records=3)
+    made = []
+
+    async def create(store: PostgresStore, run_id: str) -> None:
+        made.append(await add_run(store, [ds], run_id=run_id, request_id="req", request_hash="h"))
+
+    async with anyio.create_task_group() as tg:
+        for i, store in enumerate((a, b, a, b)):
+            tg.start_soon(create, store, f"run_{i}")
+    assert len({r.run_id for r in made}) == 1
+    assert len(await a.list_runs("t1", None, 10)) == 1
+
+
+async def test_the_tenant_quota_holds_across_replicas(replicas: Open) -> None:
+    a, b = await replicas(), await replicas()
+    ds = await add_dataset(a, records=1)
+    outcomes: list[str] = []
+
+    async def create(store: PostgresStore, run_id: str) -> None:
+        try:
+            await add_run(store, [ds], run_id=run_id, max_live_runs=2)
+            outcomes.append("created")
+        except LiveRunLimitReached:
+            outcomes.append("refused")
+
+    async with anyio.create_task_group() as tg:
+        for i, store in enumerate((a, b) * 3):
+            tg.start_soon(create, store, f"run_{i}")
+    assert sorted(outcomes) == ["created"] * 2 + ["refused"] * 4
+    assert len(await b.live_run_ids()) == 2
+
+
+async def _next_changes(store: PostgresStore, want: int) -> list[StoreChange]:
+    seen: list[StoreChange] = []
+    with anyio.fail_after(5):
+        async for change in store.changes():
+            seen.append(change)
+            if len(seen) >= want:
+                break
+    return seen
+
+
+async def test_the_change_feed_tells_another_replica_what_to_act_on(replicas: Open) -> None:
+    a, b = await replicas(), await replicas()
+    ds = await add_dataset(a, records=2)
+    run = await add_run(a, [ds])
+    changes = await _next_changes(b, 2)
+    assert {(c.kind, c.run_id) for c in changes} == {
+        (ChangeKind.WORK, run.run_id),
+        (ChangeKind.EVENTS, run.run_id),
+    }
+    await a.cancel_run(run.run_id, time.time())
+    changes = await _next_changes(b, 2)
+    kinds = {c.kind: c for c in changes}
+    assert set(kinds) == {ChangeKind.CANCEL, ChangeKind.EVENTS}
+    cancelled = await b.get_run(run.run_id)
+    assert cancelled is not None
+    assert kinds[ChangeKind.EVENTS].detail == str(cancelled.last_seq)
+
+
+async def test_a_replica_hears_nothing_of_its_own_changes(replicas: Open) -> None:
+    a = await replicas()
+    ds = await add_dataset(a, records=2)
+    await add_run(a, [ds])
+    with anyio.move_on_after(0.5) as quiet:
+        async for change in a.changes():
+            pytest.fail(f"a replica was told about its own change {change}")
+    assert quiet.cancelled_caught
+
+
+async def test_a_live_replica_id_cannot_be_used_twice(replicas: Open) -> None:
+    await replicas(replica_id="same")
+    with pytest.raises(StoreError, match="replica id 'same' is in use by a live replica"):
+        await replicas(replica_id="same")
+
+
+async def test_a_database_from_a_newer_evald_is_refused(replicas: Open, pg_url: str) -> None:
+    store = await replicas()
+    await store.close()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute("UPDATE schema_version SET version = $1", LATEST_VERSION + 1)
+        with pytest.raises(StoreError, match="newer than this evald supports"):
+            await replicas()
+    finally:
+        await conn.execute("UPDATE schema_version SET version = $1", LATEST_VERSION)
+        await conn.close()
+
+
+async def test_the_database_password_never_appears_in_a_message() -> None:
+    url = "postgresql://evald:s3cret-pw@127.0.0.1:1/evald?sslpassword=s3cret-pw"
+    assert redact(url) == "postgresql://evald@127.0.0.1:1/evald"
+    with pytest.raises(StoreError) as refused:
+        await PostgresStore.open(url, wait_s=0.0)
+    assert "s3cret-pw" not in str(refused.value)
+    assert "127.0.0.1:1" in str(refused.value)
+
+
+async def test_a_models_limit_is_shared_and_a_share_moves_only_once_it_is_free(
+    replicas: Open,
+) -> None:
+    a = await replicas(replica_id="a")
+    assert await a.capacity_shares({"m": 5}, {"m": 0}) == {"m": 5}
+    b = await replicas(replica_id="b")
+    # b's fair share (2) is still held by a, which has 5 calls in flight.
+    assert await b.capacity_shares({"m": 5}, {"m": 0}) == {"m": 0}
+    assert await a.capacity_shares({"m": 5}, {"m": 5}) == {"m": 3}
+    assert await b.capacity_shares({"m": 5}, {"m": 0}) == {"m": 0}, "a still holds 5"
+    # a's calls came back under its share: a holds 3 now, b may take its 2.
+    assert await a.capacity_shares({"m": 5}, {"m": 3}) == {"m": 3}
+    assert await b.capacity_shares({"m": 5}, {"m": 0}) == {"m": 2}
+    # a dies: once its lease has expired, b may use the whole limit.
+    stop_heartbeat(a)
+    await anyio.sleep(LEASE_S + 0.2)
+    assert await b.capacity_shares({"m": 5}, {"m": 2}) == {"m": 5}
