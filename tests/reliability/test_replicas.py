@@ -3,19 +3,24 @@
 Two replicas share a run; a watch on the replica that did not create it sees every
 event once, in order, to the end; the fake's peak concurrency per model never exceeds
 the model's limit. A cancel on a replica that runs none of the work aborts the calls
-of the one that does. One request id sent to two replicas creates one run.
+of the one that does. One request id sent to two replicas creates one run. Three
+replicas finish a run of 5,000 subtasks over two models while one dies mid-inference
+and another mid-scoring.
 """
 
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
+import asyncpg
 import pytest
 
 from evald_client import StateChanged
 from tests._postgres import pg_url
 from tests._shared import wait_for
-from tests.reliability._cluster import cluster
+from tests.reliability._cluster import Cluster, cluster
+from tests.reliability._rig import Crash, assert_no_finished_work_repeated
 from tests.reliability._support import classification_records
 
 __all__ = ["pg_url"]
@@ -122,3 +127,62 @@ async def test_one_request_id_sent_to_two_replicas_creates_one_run(
         assert len({r.run_id for r in runs}) == 1
         stored = await nodes.query("SELECT COUNT(*) FROM runs")
         assert stored[0][0] == 1
+
+
+async def _wait_sql(nodes: Cluster, sql: str, *args: object, timeout_s: float = 120) -> Any:
+    """Poll the database (one connection, every 5 ms) until ``sql`` returns a row."""
+    conn = await asyncpg.connect(nodes.pg_url)
+    try:
+        return await wait_for(lambda: conn.fetchrow(sql, *args), timeout_s=timeout_s, every_s=0.005)
+    finally:
+        await conn.close()
+
+
+async def _crash(nodes: Cluster, replica_id: str, run_id: str) -> Crash:
+    killed_at = time.time()
+    nodes.kill(replica_id)
+    boundary = (await nodes.fake.control.stats())["requests"]
+    return Crash(await nodes.succeeded_keys(run_id), boundary, [], killed_at)
+
+
+@pytest.mark.slow
+async def test_three_replicas_finish_a_run_when_one_dies_mid_inference_and_one_mid_scoring(
+    tmp_path: Path, pg_url: str
+) -> None:
+    limits = {"fa": 6, "fb": 3}  # fb's task finishes later: fa's is scored meanwhile
+    fake = ("--latency-ms", "15")
+    async with cluster(tmp_path, pg_url, models=list(limits.items()), fake_args=fake) as nodes:
+        for replica in ("r1", "r2", "r3"):
+            await nodes.start(replica)
+        async with nodes.client("r1") as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(2500),
+            )
+            run = await client.create_run(models=["fa", "fb"], datasets=[("reviews", "1.0.0")])
+        # Mid-inference: r1 dies with a quarter done and calls in flight.
+        await _wait_sql(
+            nodes,
+            "SELECT 1 FROM runs WHERE run_id = $1 AND succeeded >= 1250 AND running > 0",
+            run.run_id,
+        )
+        crashes = [await _crash(nodes, "r1", run.run_id)]
+        # Mid-scoring: whichever live replica took fa's scoring job dies holding it.
+        row = await _wait_sql(
+            nodes,
+            "SELECT split_part(scorer, '#', 1) FROM tasks WHERE run_id = $1 "
+            "AND state = 'scoring' AND scorer IS NOT NULL AND scorer NOT LIKE 'r1#%'",
+            run.run_id,
+        )
+        crashes.append(await _crash(nodes, row[0], run.run_id))
+        survivor = ({"r2", "r3"} - {row[0]}).pop()
+        async with nodes.client(survivor) as client:
+            final = await client.wait(run.run_id, timeout_s=180)
+        assert final.state.value == "succeeded"
+        await nodes.assert_complete(run.run_id, 5000)
+        await assert_no_finished_work_repeated(nodes.fake, *crashes)
+        stats = await nodes.fake.control.stats()
+        for model, limit in limits.items():
+            assert stats["peak_concurrency"][model] <= limit, (model, stats["peak_concurrency"])

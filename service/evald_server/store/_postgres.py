@@ -118,6 +118,7 @@ class PostgresStore:
         lease_s: float = 15.0,
         heartbeat_s: float = 3.0,
         wait_s: float = 120.0,
+        count_statements: bool = False,
     ) -> None:
         if not 0 < heartbeat_s < lease_s:
             raise StoreError(
@@ -142,7 +143,8 @@ class PostgresStore:
         self._renewed_at = time.monotonic()  # the last renewal of this replica's lease
         self._shares: dict[str, int] = {}
         self.members: list[tuple[str, str]] = []  # live (replica id, owner), last heartbeat
-        self.round_trips = 0  # operations run (each one pool checkout), for the bench
+        self._count_statements = count_statements
+        self.statements = 0  # statements sent, with count_statements (the bench)
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> "PostgresStore":
@@ -154,6 +156,7 @@ class PostgresStore:
                 max_size=store._pool_size,
                 timeout=10,
                 server_settings={"application_name": f"evald {store.replica_id}"},
+                init=store._init_connection,
             )
             async with store._pool.acquire() as conn:
                 await migrate(conn)
@@ -175,6 +178,13 @@ class PostgresStore:
         if parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
             raise StoreError(f"not a postgresql:// URL with a database name: {redact(url)!r}")
         return await cls.open(url, **options)
+
+    async def _init_connection(self, conn: asyncpg.Connection) -> None:
+        if self._count_statements:
+            conn.add_query_logger(self._statement_sent)
+
+    def _statement_sent(self, _query: object) -> None:
+        self.statements += 1
 
     async def _connect(self) -> asyncpg.Connection:
         return await asyncpg.connect(self._url, timeout=10)
@@ -213,7 +223,6 @@ class PostgresStore:
             if self._closed or self._pool is None:
                 raise StoreError("the store is closed")
             try:
-                self.round_trips += 1
                 async with self._pool.acquire() as conn:
                     result = await fn(conn, *args)
                 if self._down is not None:
@@ -246,7 +255,7 @@ class PostgresStore:
                 await self.maintain_once()
             except (*_LOST, StoreUnavailable) as exc:
                 self._lost(exc)
-            except asyncpg.PostgresError:
+            except Exception:  # the heartbeat must outlive any one failure: log, go on
                 _log.exception("store maintenance failed")
 
     async def maintain_once(self) -> int:
