@@ -16,7 +16,7 @@ import anyio
 import asyncpg
 import pytest
 
-from evald_client import StateChanged
+from evald_client import AsyncEvaldClient, StateChanged
 from tests._postgres import pg_url
 from tests._shared import wait_for
 from tests.reliability._cluster import Cluster, cluster
@@ -186,3 +186,32 @@ async def test_three_replicas_finish_a_run_when_one_dies_mid_inference_and_one_m
         stats = await nodes.fake.control.stats()
         for model, limit in limits.items():
             assert stats["peak_concurrency"][model] <= limit, (model, stats["peak_concurrency"])
+
+
+async def test_a_watch_resumes_on_another_replica_when_its_replica_is_killed(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with cluster(tmp_path, pg_url, models=[("fa", 4)]) as nodes:
+        first, second = await nodes.start("r1"), await nodes.start("r2")
+        async with nodes.client("r1") as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(300),
+            )
+            run = await client.create_run(models=["fa"], datasets=[("reviews", "1.0.0")])
+        seqs: list[int] = []
+        last = None
+        # One client over both replicas (gRPC's pick_first takes r1 while it lives).
+        async with AsyncEvaldClient(f"ipv4:{first},{second}") as watcher:
+            with anyio.fail_after(120):
+                async for event in watcher.watch(run.run_id):
+                    seqs.append(event.seq)
+                    last = event
+                    if len(seqs) == 3:
+                        nodes.kill("r1")
+        assert seqs == list(range(1, len(seqs) + 1)), "no gap, no duplicate across the switch"
+        assert isinstance(last, StateChanged)
+        assert last.state.value == "succeeded"
+        await nodes.assert_complete(run.run_id, 300)
