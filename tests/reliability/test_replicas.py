@@ -27,6 +27,8 @@ __all__ = ["pg_url"]
 
 pytestmark = pytest.mark.anyio
 
+RUN_LIMIT = 7  # under the models' 6 + 3
+
 
 async def test_two_replicas_share_a_run_and_a_watch_on_either_sees_all_of_it(
     tmp_path: Path, pg_url: str
@@ -161,7 +163,9 @@ async def test_three_replicas_finish_a_run_when_one_dies_mid_inference_and_one_m
                 task_type="classification",
                 records=classification_records(2500),
             )
-            run = await client.create_run(models=["fa", "fb"], datasets=[("reviews", "1.0.0")])
+            run = await client.create_run(
+                models=["fa", "fb"], datasets=[("reviews", "1.0.0")], max_concurrency=RUN_LIMIT
+            )
         # Mid-inference: r1 dies with a quarter done and calls in flight.
         await _wait_sql(
             nodes,
@@ -186,6 +190,7 @@ async def test_three_replicas_finish_a_run_when_one_dies_mid_inference_and_one_m
         stats = await nodes.fake.control.stats()
         for model, limit in limits.items():
             assert stats["peak_concurrency"][model] <= limit, (model, stats["peak_concurrency"])
+        assert stats["peak_concurrency_all"] <= RUN_LIMIT, "the run's limit is global too"
 
 
 async def test_a_watch_resumes_on_another_replica_when_its_replica_is_killed(

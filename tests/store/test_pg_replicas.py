@@ -277,3 +277,11 @@ async def test_a_models_limit_is_shared_and_a_share_moves_only_once_it_is_free(
     stop_heartbeat(a)
     await anyio.sleep(LEASE_S + 0.2)
     assert await b.capacity_shares({"m": 5}, {"m": 2}) == {"m": 5}
+
+
+async def test_every_shared_limit_is_balanced_on_its_own(replicas: Open) -> None:
+    a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
+    limits = {"m": 4, "@run:x": 3}
+    first = await a.capacity_shares(limits, {"m": 0, "@run:x": 0})
+    assert first == {"m": 2, "@run:x": 2}, "a's fair shares: b holds nothing yet"
+    assert await b.capacity_shares(limits, {"m": 0, "@run:x": 0}) == {"m": 2, "@run:x": 1}

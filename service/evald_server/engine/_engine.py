@@ -201,6 +201,8 @@ class Engine:
                 else None,
             )
         self.limiter.add_run(run_id, spec.max_concurrency)
+        if spec.max_concurrency is not None:
+            await self.shares.balance_once()  # a run limit is global too: take the share
         live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
         if run.cancel_requested:
             await self._finish_cancel(run_id)

@@ -147,6 +147,10 @@ class Limiter:
         if max_concurrency is not None and run_id not in self._runs:
             self._runs[run_id] = Limit(RUN_LIMIT, run_id, max_concurrency)
 
+    def run_limits(self) -> dict[str, Limit]:
+        """The limits of the runs that have one, by run id."""
+        return dict(self._runs)
+
     def remove_run(self, run_id: str) -> None:
         """Forget a finished run's limit (its calls have all returned)."""
         self._runs.pop(run_id, None)

@@ -1,22 +1,24 @@
-"""A model's ``max_concurrency`` is global: each process uses only its share of it.
+"""A model's and a run's ``max_concurrency`` are global: each process uses only its
+share of them.
 
 Once a second (``BALANCE_EVERY_S``) the engine tells the store how many slots of each
-model it may be using (``Limit.held``: its allowed slots, or more while calls from
-before a cut are still in flight) and gets its share back (``Store.capacity_shares``),
-which caps the model's limit (``Limit.set_ceiling``). No model call waits on the
-database: the share is a number in memory between two balancings. On SQLite the share
-is the whole limit, always.
+shared limit it may be using (``Limit.held``: its allowed slots, or more while calls
+from before a cut are still in flight) and gets its share back
+(``Store.capacity_shares``), which caps the limit (``Limit.set_ceiling``). No model call
+waits on the database: the share is a number in memory between two balancings. On
+SQLite the share is the whole limit, always.
 """
 
 import logging
 
 import anyio
 
-from evald_server.engine._limits import Limiter
+from evald_server.engine._limits import Limit, Limiter
 from evald_server.store import Store, StoreError
 
 _log = logging.getLogger(__name__)
 BALANCE_EVERY_S = 1.0
+RUN_KEY = "@run:"  # a run's limit among the shared ones ("@" starts no model id)
 
 
 class CapacityShares:
@@ -27,16 +29,16 @@ class CapacityShares:
         self.balanced = 0
 
     async def balance_once(self) -> None:
-        limits = {m: self._limiter.model(m).max_capacity for m in self._models}
-        held = {m: self._limiter.model(m).held for m in self._models}
+        shared: dict[str, Limit] = {m: self._limiter.model(m) for m in self._models}
+        shared |= {f"{RUN_KEY}{r}": limit for r, limit in self._limiter.run_limits().items()}
+        limits = {key: limit.max_capacity for key, limit in shared.items()}
+        held = {key: limit.held for key, limit in shared.items()}
         shares = await self._store.capacity_shares(limits, held)
-        for model_id, share in shares.items():
-            limit = self._limiter.model(model_id)
-            ceiling = None if share >= limits[model_id] else share
+        for key, share in shares.items():
+            limit = shared[key]
+            ceiling = None if share >= limits[key] else share
             if ceiling != limit.ceiling:
-                _log.info(
-                    "model %s: this replica's share is %s of %d", model_id, share, limits[model_id]
-                )
+                _log.info("%s: this replica's share is %s of %d", key, share, limits[key])
                 limit.set_ceiling(ceiling)
         self.balanced += 1
 
@@ -46,4 +48,4 @@ class CapacityShares:
             try:
                 await self.balance_once()
             except StoreError as exc:  # the database away for long: keep the last shares
-                _log.warning("could not balance the model shares: %s", exc)
+                _log.warning("could not balance the shared limits: %s", exc)
