@@ -34,6 +34,7 @@ class Cluster:
     pg_url: str
     models: Sequence[Mapping[str, Any]]
     limits: Mapping[str, Any] = field(default_factory=dict)
+    lease_s: float = LEASE_S
     servers: dict[str, ServerProcess] = field(default_factory=dict)
 
     def config(self, replica_id: str) -> Path:
@@ -43,7 +44,7 @@ class Cluster:
         data["store"] = {
             "url": self.pg_url,
             "replica_id": replica_id,
-            "lease_s": LEASE_S,
+            "lease_s": self.lease_s,
             "heartbeat_s": HEARTBEAT_S,
             "pool_size": 4,
         }
@@ -134,6 +135,7 @@ async def cluster(
     models: Sequence[tuple[str, int]],
     fake_args: Sequence[str] = ("--latency-ms", "20"),
     limits: Mapping[str, Any] | None = None,
+    lease_s: float = LEASE_S,
 ) -> AsyncIterator[Cluster]:
     """A fake provider process and an empty database; ``models``: (id, max_concurrency),
     each sent to the fake under its own model name (the fake's peaks are per name)."""
@@ -143,7 +145,7 @@ async def cluster(
             fake_model(fake.base_url, model_id, model=model_id, max_concurrency=limit)
             for model_id, limit in models
         ]
-        the_cluster = Cluster(tmp_path, fake, pg_url, the_models, dict(limits or {}))
+        the_cluster = Cluster(tmp_path, fake, pg_url, the_models, dict(limits or {}), lease_s)
         try:
             yield the_cluster
         finally:

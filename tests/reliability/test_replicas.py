@@ -148,6 +148,7 @@ async def _crash(nodes: Cluster, replica_id: str, run_id: str) -> Crash:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 async def test_three_replicas_finish_a_run_when_one_dies_mid_inference_and_one_mid_scoring(
     tmp_path: Path, pg_url: str
 ) -> None:
@@ -183,7 +184,7 @@ async def test_three_replicas_finish_a_run_when_one_dies_mid_inference_and_one_m
         crashes.append(await _crash(nodes, row[0], run.run_id))
         survivor = ({"r2", "r3"} - {row[0]}).pop()
         async with nodes.client(survivor) as client:
-            final = await client.wait(run.run_id, timeout_s=180)
+            final = await client.wait(run.run_id, timeout_s=240)
         assert final.state.value == "succeeded"
         await nodes.assert_complete(run.run_id, 5000)
         await assert_no_finished_work_repeated(nodes.fake, *crashes)
@@ -220,3 +221,35 @@ async def test_a_watch_resumes_on_another_replica_when_its_replica_is_killed(
         assert isinstance(last, StateChanged)
         assert last.state.value == "succeeded"
         await nodes.assert_complete(run.run_id, 300)
+
+
+async def test_sigterm_on_one_replica_hands_its_work_to_the_others_at_once(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # Leases far longer than the test: only the drain's hand-over can move the work.
+    fake = ("--latency-ms", "200")
+    async with cluster(tmp_path, pg_url, models=[("fa", 4)], fake_args=fake, lease_s=600) as nodes:
+        await nodes.start("r1")
+        await nodes.start("r2")
+        async with nodes.client("r2") as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(60),
+            )
+            run = await client.create_run(models=["fa"], datasets=[("reviews", "1.0.0")])
+
+            async def r1_holds_work() -> bool:
+                rows = await nodes.query(
+                    "SELECT COUNT(*) FROM subtasks WHERE state = 'running' AND owner LIKE 'r1#%'"
+                )
+                return bool(rows[0][0])
+
+            await wait_for(r1_holds_work, timeout_s=60, every_s=0.01)
+            assert await nodes.terminate("r1") == 0
+            final = await client.wait(run.run_id, timeout_s=120)
+        assert final.state.value == "succeeded"
+        await nodes.assert_complete(run.run_id, 60)
+        members = await nodes.query("SELECT replica_id FROM replicas")
+        assert [m[0] for m in members] == ["r2"], "r1 left the membership"

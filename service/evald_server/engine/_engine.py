@@ -112,7 +112,9 @@ class Engine:
             events=self.events,
             watcher=self.watcher,
         )
-        self.shares = CapacityShares(store, self.limiter, sorted(providers))
+        self.shares = CapacityShares(
+            store, self.limiter, sorted(providers), self.dispatcher.run_slots_changed
+        )
         self._stall_warned: dict[str, float] = {}  # model id -> when last warned
         self._failing: set[str] = set()  # models warned about a streak of failed calls
         self._dispatcher_done = anyio.Event()

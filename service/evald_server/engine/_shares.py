@@ -10,6 +10,7 @@ SQLite the share is the whole limit, always.
 """
 
 import logging
+from collections.abc import Callable
 
 import anyio
 
@@ -22,10 +23,20 @@ RUN_KEY = "@run:"  # a run's limit among the shared ones ("@" starts no model id
 
 
 class CapacityShares:
-    def __init__(self, store: Store, limiter: Limiter, models: list[str]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        limiter: Limiter,
+        models: list[str],
+        run_share_changed: Callable[[str], None],
+    ) -> None:
         self._store = store
         self._limiter = limiter
         self._models = models
+        # A run's slots are taken without waiting on its limit (the lanes' take), so a
+        # share that grew must wake the lanes holding its work; a model's waiters are
+        # admitted by the limit itself.
+        self._run_share_changed = run_share_changed
         self.balanced = 0
 
     async def balance_once(self) -> None:
@@ -40,6 +51,8 @@ class CapacityShares:
             if ceiling != limit.ceiling:
                 _log.info("%s: this replica's share is %s of %d", key, share, limits[key])
                 limit.set_ceiling(ceiling)
+                if key.startswith(RUN_KEY):
+                    self._run_share_changed(key.removeprefix(RUN_KEY))
         self.balanced += 1
 
     async def run(self) -> None:

@@ -184,21 +184,29 @@ async def _claim(
 async def _records(
     conn: asyncpg.Connection, run_id: str, picked: list[Any]
 ) -> dict[tuple[str, int], tuple[str, str, Json]]:
-    """(task, record idx) → (dataset id, record id, decoded fields), one decode per record."""
+    """(task, record idx) → (dataset id, record id, decoded fields), one decode per record.
+
+    One primary-key probe list per dataset (``dataset_id = $1 AND idx = ANY($2)``): a
+    join of the claimed pairs against ``dataset_records`` planned a hash join over the
+    whole dataset (16 ms per claim of 64 at 20,000 records, bench_replicas)."""
+    datasets = dict(
+        await conn.fetch("SELECT task_id, dataset_id FROM tasks WHERE run_id = $1", run_id)
+    )
     wanted: defaultdict[str, set[int]] = defaultdict(set)
     for row in picked:
         wanted[row[1]].add(row[2])
-    rows = await conn.fetch(
-        "SELECT t.task_id, t.dataset_id, r.idx, r.record_id, r.fields FROM tasks t "
-        "JOIN unnest($1::text[], $2::int[]) AS w(task_id, idx) ON w.task_id = t.task_id "
-        "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = w.idx",
-        [t for t, idxs in wanted.items() for _ in idxs],
-        [i for idxs in wanted.values() for i in idxs],
-    )
-    return {
-        (r["task_id"], r["idx"]): (r["dataset_id"], r["record_id"], json.loads(r["fields"]))
-        for r in rows
-    }
+    found: dict[tuple[str, int], tuple[str, str, Json]] = {}
+    for task_id, idxs in wanted.items():
+        dataset_id = datasets[task_id]
+        rows = await conn.fetch(
+            "SELECT idx, record_id, fields FROM dataset_records WHERE dataset_id = $1 "
+            "AND idx = ANY($2::int[])",
+            dataset_id,
+            sorted(idxs),
+        )
+        for idx, record_id, fields in rows:
+            found[task_id, idx] = (dataset_id, record_id, json.loads(fields))
+    return found
 
 
 _TARGET_VALUE = {kind: state.value for kind, state in OUTCOME_TARGET.items()}

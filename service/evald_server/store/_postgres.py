@@ -157,6 +157,7 @@ class PostgresStore:
                 timeout=10,
                 server_settings={"application_name": f"evald {store.replica_id}"},
                 init=store._init_connection,
+                reset=_keep_session,
             )
             async with store._pool.acquire() as conn:
                 await migrate(conn)
@@ -504,6 +505,12 @@ class PostgresStore:
 
     async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]:
         return await self._run(reads.read_events, run_id, after_seq, limit)
+
+
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """Pooled connections need no reset between operations (a round trip each): the
+    store takes only transaction-scoped advisory locks, never LISTENs on them, and
+    changes no session settings."""
 
 
 def _fields(finish: TaskFinish) -> dict[str, Any]:
