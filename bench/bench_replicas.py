@@ -9,6 +9,8 @@
   trip; counted by asyncpg's query logger).
 * notify: one store appends events (one per transaction) for 3 s while another listens:
   notices delivered per second and the delivery latency (commit → the other's feed).
+* utilisation: 3 replicas share one model's limit of 12 (fake latency 100 ms, 1,500
+  subtasks): the fake's busy slots while work is ready, as a share of the limit.
 * engine: the P1 shape (one model, C = 100, fake latency 50 ms) and the P2 shape (C = 64,
   latency 0) of bench_engine on ``--engine-n`` subtasks, through the whole engine with
   the real provider and a fake provider process: SQLite 1 replica, PostgreSQL 1 and 3
@@ -327,7 +329,43 @@ async def _engine_phase(
     return rows
 
 
+async def _utilisation_phase(dsn: str, n: int, limit: int, latency_ms: float) -> dict[str, Any]:
+    """3 replicas share one model's global limit: the fake's busy slots over the window
+    in which work was ready (2 s after the first call, to let the shares settle, until the
+    last call started), as a share of the limit; and the fake's peak."""
+    name, url = await _fresh_db(dsn)
+    try:
+        async with FakeProcess("--port", "0", "--latency-ms", str(latency_ms)) as fake:
+            async with _apps(url, 3, fake.base_url, limit, n) as apps:
+                header = DatasetHeader(f"bench-{n}", "1.0.0", TaskType.CLASSIFICATION)
+                await apps[0].upload_dataset("bench", header, [_jsonl(n)])
+                await anyio.sleep(2.5)  # every replica has balanced its share once
+                spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
+                run = await apps[0].create_run("bench", spec)
+                async for _ in await apps[0].watch("bench", run.run_id):
+                    pass
+            journal = await fake.control.journal()
+            peak = (await fake.control.stats())["peak_concurrency_all"]
+    finally:
+        await _admin(dsn, f'DROP DATABASE "{name}" WITH (FORCE)')
+    calls = [(e.started_at, e.finished_at) for e in journal if e.finished_at is not None]
+    start = min(c[0] for c in calls) + 2.0
+    end = max(c[0] for c in calls)
+    busy = sum(max(0.0, min(f, end) - max(s, start)) for s, f in calls)
+    return {
+        "replicas": 3,
+        "n": n,
+        "limit": limit,
+        "fake_latency_ms": latency_ms,
+        "window_s": round(end - start, 3),
+        "utilisation": round(busy / (limit * (end - start)), 3),
+        "fake_peak_concurrency": peak,
+    }
+
+
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.only_utilisation:
+        return {"utilisation": await _utilisation_phase(args.dsn, 1500, 12, 100.0)}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         store_rows = [
@@ -354,10 +392,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "store": store_rows,
         "notify": notify,
         "engine": engine,
+        "utilisation": await _utilisation_phase(args.dsn, 1500, 12, 100.0),
     }
 
 
 def _print(report: dict[str, Any]) -> None:
+    u = report["utilisation"]
+    print(
+        f"utilisation of a global limit of {u['limit']} by 3 replicas: {u['utilisation']} "
+        f"over {u['window_s']} s, fake peak {u['fake_peak_concurrency']}"
+    )
+    if "store" not in report:
+        return
     for row in report["store"]:
         print(
             f"store {row['store']:<10} x{row['replicas']}: {row['subtasks_per_s']:>8} subtasks/s, "
@@ -385,10 +431,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--engine-n", type=int, default=4000)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-engine", action="store_true")
+    parser.add_argument(
+        "--only-utilisation", action="store_true", help="only the global-limit phase"
+    )
     args = parser.parse_args(argv)
     report = asyncio.run(_main(args))
     _print(report)
     RESULTS.parent.mkdir(exist_ok=True)
+    if args.only_utilisation and RESULTS.exists():  # keep the other phases' figures
+        report = {**json.loads(RESULTS.read_text()), **report}
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {RESULTS}")
 

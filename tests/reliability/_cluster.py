@@ -15,11 +15,17 @@ from typing import Any
 import anyio
 import asyncpg
 
-from evald_client import AsyncEvaldClient, ReconnectPolicy
+from evald_client import AsyncEvaldClient, ReconnectPolicy, Run
 from evald_server.fake_provider import FakeProcess
 from tests._postgres import empty
 from tests.harness import ServerProcess, config_data, write_config
-from tests.reliability._support import fake_model, kill, release, start_server
+from tests.reliability._support import (
+    classification_records,
+    fake_model,
+    kill,
+    release,
+    start_server,
+)
 
 LEASE_S = 2.0
 HEARTBEAT_S = 0.3
@@ -70,6 +76,22 @@ class Cluster:
     def client(self, replica_id: str, **options: Any) -> AsyncEvaldClient:
         options.setdefault("reconnect", NO_RECONNECT)
         return AsyncEvaldClient(self.address(replica_id), **options)
+
+    async def start_run(
+        self, replica_id: str, records: int, models: Sequence[str], **spec: Any
+    ) -> Run:
+        """Upload ``records`` classification records through ``replica_id`` and start a
+        run of ``models`` on them there."""
+        async with self.client(replica_id) as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(records),
+            )
+            return await client.create_run(
+                models=list(models), datasets=[("reviews", "1.0.0")], **spec
+            )
 
     async def query(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         conn = await asyncpg.connect(self.pg_url, timeout=10)

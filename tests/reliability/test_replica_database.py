@@ -16,7 +16,6 @@ from tests._tcp_proxy import TcpProxy
 from tests.api._support import health_status
 from tests.harness import ServerProcess, config_data, running_server, write_config
 from tests.reliability._cluster import cluster
-from tests.reliability._support import classification_records
 
 __all__ = ["pg_url"]
 
@@ -68,14 +67,8 @@ async def test_a_run_goes_on_after_the_database_terminated_every_backend(
     async with cluster(tmp_path, pg_url, models=[("fa", 4)]) as nodes:
         await nodes.start("r1")
         await nodes.start("r2")
+        run = await nodes.start_run("r1", 400, ["fa"])
         async with nodes.client("r1") as client:
-            await client.upload_dataset(
-                name="reviews",
-                version="1.0.0",
-                task_type="classification",
-                records=classification_records(400),
-            )
-            run = await client.create_run(models=["fa"], datasets=[("reviews", "1.0.0")])
 
             async def a_quarter_done() -> bool:
                 rows = await nodes.query("SELECT succeeded FROM runs WHERE run_id = $1", run.run_id)

@@ -36,14 +36,7 @@ async def test_two_replicas_share_a_run_and_a_watch_on_either_sees_all_of_it(
     async with cluster(tmp_path, pg_url, models=[("fa", 4), ("fb", 3)]) as nodes:
         await nodes.start("r1")
         await nodes.start("r2")
-        async with nodes.client("r1") as client:
-            await client.upload_dataset(
-                name="reviews",
-                version="1.0.0",
-                task_type="classification",
-                records=classification_records(150),
-            )
-            run = await client.create_run(models=["fa", "fb"], datasets=[("reviews", "1.0.0")])
+        run = await nodes.start_run("r1", 150, ["fa", "fb"])
         seqs: list[int] = []
         last = None
         async with nodes.client("r2") as watcher:
@@ -70,14 +63,7 @@ async def test_a_cancel_on_a_replica_that_runs_none_of_the_work_aborts_the_calls
     hang = ("--latency-ms", "60000")
     async with cluster(tmp_path, pg_url, models=[("fa", 4)], fake_args=hang) as nodes:
         await nodes.start("r1")
-        async with nodes.client("r1") as client:
-            await client.upload_dataset(
-                name="reviews",
-                version="1.0.0",
-                task_type="classification",
-                records=classification_records(4),
-            )
-            run = await client.create_run(models=["fa"], datasets=[("reviews", "1.0.0")])
+        run = await nodes.start_run("r1", 4, ["fa"])
 
         async def all_in_flight() -> bool:
             return (await nodes.fake.control.stats())["in_flight_all"] == 4
@@ -157,16 +143,7 @@ async def test_three_replicas_finish_a_run_when_one_dies_mid_inference_and_one_m
     async with cluster(tmp_path, pg_url, models=list(limits.items()), fake_args=fake) as nodes:
         for replica in ("r1", "r2", "r3"):
             await nodes.start(replica)
-        async with nodes.client("r1") as client:
-            await client.upload_dataset(
-                name="reviews",
-                version="1.0.0",
-                task_type="classification",
-                records=classification_records(2500),
-            )
-            run = await client.create_run(
-                models=["fa", "fb"], datasets=[("reviews", "1.0.0")], max_concurrency=RUN_LIMIT
-            )
+        run = await nodes.start_run("r1", 2500, ["fa", "fb"], max_concurrency=RUN_LIMIT)
         # Mid-inference: r1 dies with a quarter done and calls in flight.
         await _wait_sql(
             nodes,
@@ -199,14 +176,7 @@ async def test_a_watch_resumes_on_another_replica_when_its_replica_is_killed(
 ) -> None:
     async with cluster(tmp_path, pg_url, models=[("fa", 4)]) as nodes:
         first, second = await nodes.start("r1"), await nodes.start("r2")
-        async with nodes.client("r1") as client:
-            await client.upload_dataset(
-                name="reviews",
-                version="1.0.0",
-                task_type="classification",
-                records=classification_records(300),
-            )
-            run = await client.create_run(models=["fa"], datasets=[("reviews", "1.0.0")])
+        run = await nodes.start_run("r1", 300, ["fa"])
         seqs: list[int] = []
         last = None
         # One client over both replicas (gRPC's pick_first takes r1 while it lives).
@@ -231,14 +201,8 @@ async def test_sigterm_on_one_replica_hands_its_work_to_the_others_at_once(
     async with cluster(tmp_path, pg_url, models=[("fa", 4)], fake_args=fake, lease_s=600) as nodes:
         await nodes.start("r1")
         await nodes.start("r2")
+        run = await nodes.start_run("r2", 60, ["fa"])
         async with nodes.client("r2") as client:
-            await client.upload_dataset(
-                name="reviews",
-                version="1.0.0",
-                task_type="classification",
-                records=classification_records(60),
-            )
-            run = await client.create_run(models=["fa"], datasets=[("reviews", "1.0.0")])
 
             async def r1_holds_work() -> bool:
                 rows = await nodes.query(

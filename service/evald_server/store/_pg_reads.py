@@ -22,34 +22,15 @@ from evald_server.store._records import (
     TaskRow,
 )
 from evald_server.store._sql_common import RUN_COLUMNS, TASK_COLUMNS, TASKS_FROM, dumps, task_from
+from evald_server.store._sql_datasets import _COLUMNS as DATASET_COLUMNS
+from evald_server.store._sql_datasets import _dataset_from
 from evald_server.store._sql_reads import _subtask_from
 
 _OLDEST = "(SELECT MIN(seq) FROM events e WHERE e.run_id = r.run_id)"
 
 # Datasets -------------------------------------------------------------------------------
 
-_DS_COLUMNS = (
-    "dataset_id, tenant, name, benchmark_version, task_type, sha256, record_count, "
-    "prompt_template, created_at, request_id, request_hash, size_bytes, prompt_options"
-)
-
-
-def _dataset_from(row: Any) -> DatasetRow:
-    return DatasetRow(
-        dataset_id=row[0],
-        tenant=row[1],
-        name=row[2],
-        benchmark_version=row[3],
-        task_type=TaskType(row[4]),
-        content_sha256=row[5],
-        record_count=int(row[6]),
-        prompt_template=row[7],
-        created_at=row[8],
-        request_id=row[9],
-        request_hash=row[10],
-        size_bytes=int(row[11]),
-        prompt_options=None if row[12] is None else json.loads(row[12]),
-    )
+_DS_COLUMNS = DATASET_COLUMNS
 
 
 async def create_dataset(
