@@ -330,35 +330,53 @@ async def _engine_phase(
 
 
 async def _utilisation_phase(dsn: str, n: int, limit: int, latency_ms: float) -> dict[str, Any]:
-    """3 replicas share one model's global limit: the fake's busy slots over the window
-    in which work was ready (2 s after the first call, to let the shares settle, until the
-    last call started), as a share of the limit; and the fake's peak."""
+    """3 replicas sharing one model's global limit, beside 1 SQLite process holding it
+    all (the per-call gap between an answer and the next request, which no share
+    causes): the fake's busy slots while work was ready, as a share of the limit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        alone = await _utilisation(f"sqlite:///{tmp}/u.sqlite3", 1, n, limit, latency_ms)
     name, url = await _fresh_db(dsn)
     try:
-        async with FakeProcess("--port", "0", "--latency-ms", str(latency_ms)) as fake:
-            async with _apps(url, 3, fake.base_url, limit, n) as apps:
-                header = DatasetHeader(f"bench-{n}", "1.0.0", TaskType.CLASSIFICATION)
-                await apps[0].upload_dataset("bench", header, [_jsonl(n)])
-                await anyio.sleep(2.5)  # every replica has balanced its share once
-                spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
-                run = await apps[0].create_run("bench", spec)
-                async for _ in await apps[0].watch("bench", run.run_id):
-                    pass
-            journal = await fake.control.journal()
-            peak = (await fake.control.stats())["peak_concurrency_all"]
+        shared = await _utilisation(url, 3, n, limit, latency_ms)
     finally:
         await _admin(dsn, f'DROP DATABASE "{name}" WITH (FORCE)')
+    return {**shared, "sqlite_1_process": alone}
+
+
+async def _utilisation(
+    url: str, replicas: int, n: int, limit: int, latency_ms: float
+) -> dict[str, Any]:
+    """The fake's busy slots over the window in which work was ready (2 s after the first
+    call, to let the shares settle, until the last call started)."""
+    async with FakeProcess("--port", "0", "--latency-ms", str(latency_ms)) as fake:
+        async with _apps(url, replicas, fake.base_url, limit, n) as apps:
+            header = DatasetHeader(f"bench-{n}", "1.0.0", TaskType.CLASSIFICATION)
+            await apps[0].upload_dataset("bench", header, [_jsonl(n)])
+            await anyio.sleep(2.5)  # every replica has balanced its share once
+            spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
+            run = await apps[0].create_run("bench", spec)
+            async for _ in await apps[0].watch("bench", run.run_id):
+                pass
+        journal = await fake.control.journal()
+        peak = (await fake.control.stats())["peak_concurrency_all"]
     calls = [(e.started_at, e.finished_at) for e in journal if e.finished_at is not None]
     start = min(c[0] for c in calls) + 2.0
     end = max(c[0] for c in calls)
     busy = sum(max(0.0, min(f, end) - max(s, start)) for s, f in calls)
+    first = min(c[0] for c in calls)
+    seconds = int(max(c[1] for c in calls) - first) + 1
+    per_second = [  # mean calls in flight in each second from the first call
+        round(sum(max(0.0, min(f, first + i + 1) - max(s, first + i)) for s, f in calls), 2)
+        for i in range(seconds)
+    ]
     return {
-        "replicas": 3,
+        "replicas": replicas,
         "n": n,
         "limit": limit,
         "fake_latency_ms": latency_ms,
         "window_s": round(end - start, 3),
         "utilisation": round(busy / (limit * (end - start)), 3),
+        "in_flight_per_second": per_second,
         "fake_peak_concurrency": peak,
     }
 
@@ -400,7 +418,8 @@ def _print(report: dict[str, Any]) -> None:
     u = report["utilisation"]
     print(
         f"utilisation of a global limit of {u['limit']} by 3 replicas: {u['utilisation']} "
-        f"over {u['window_s']} s, fake peak {u['fake_peak_concurrency']}"
+        f"over {u['window_s']} s, fake peak {u['fake_peak_concurrency']}; 1 SQLite process "
+        f"holding it all: {u['sqlite_1_process']['utilisation']}"
     )
     if "store" not in report:
         return
