@@ -291,13 +291,14 @@ class PostgresStore:
         the others will have taken its shares back by then."""
         assert self._pool is not None
         try:
-            async with self._pool.acquire(timeout=self.heartbeat_s) as conn:
+            async with self._pool.acquire(timeout=self.lease_s / 2) as conn:
                 shares = await asyncio.wait_for(
                     leases.capacity_shares(conn, self.replica_id, self.owner, limits, held),
-                    self.lease_s,
+                    self.lease_s / 2,
                 )
         except (*_LOST, asyncpg.PostgresError) as exc:
-            self._lost(exc)
+            if not isinstance(exc, TimeoutError):  # slow is not unreachable: health stays
+                self._lost(exc)
             if time.monotonic() - self._renewed_at > self.lease_s - self.heartbeat_s:
                 return dict.fromkeys(limits, 0)
             return dict(self._shares) or dict.fromkeys(limits, 0)
