@@ -7,23 +7,26 @@ the change feed, replica ids, schema versions and the password kept out of messa
 """
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
 import asyncpg
+import psycopg
 import pytest
 
-from evald_server.domain import EventKind, OutcomeKind, TaskState
+from evald_server.domain import EventKind, OutcomeKind, TaskState, TaskType
 from evald_server.store import (
     ChangeKind,
+    DatasetRow,
     LiveRunLimitReached,
     NewEvent,
+    RecordRow,
     StoreChange,
     StoreError,
     TaskFinish,
 )
 from evald_server.store._pg_schema import LATEST_VERSION
-from evald_server.store._postgres import PostgresStore, redact
+from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
 from tests._postgres import empty, pg_url
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
@@ -285,3 +288,39 @@ async def test_every_shared_limit_is_balanced_on_its_own(replicas: Open) -> None
     first = await a.capacity_shares(limits, {"m": 0, "@run:x": 0})
     assert first == {"m": 2, "@run:x": 2}, "a's fair shares: b holds nothing yet"
     assert await b.capacity_shares(limits, {"m": 0, "@run:x": 0}) == {"m": 2, "@run:x": 1}
+
+
+async def test_an_upload_cut_off_by_a_lost_connection_stores_nothing_and_can_be_redone(
+    replicas: Open, pg_url: str
+) -> None:
+    store = await replicas()
+    database = pg_url.rsplit("/", 1)[1]
+
+    def records(cut_at: int | None) -> Iterator[RecordRow]:
+        for i in range(2000):
+            if i == cut_at:  # the database drops this replica's connections mid-COPY
+                with psycopg.connect(pg_url) as admin:
+                    admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND application_name = %s",
+                        (database, f"evald {store.replica_id}"),
+                    )
+            yield RecordRow(idx=i, record_id=f"r{i}", fields={"text": f"x{i}"})
+
+    row = DatasetRow(
+        dataset_id="ds_cut",
+        tenant="t1",
+        name="cut",
+        benchmark_version="1.0.0",
+        task_type=TaskType.CLASSIFICATION,
+        content_sha256="0" * 64,
+        record_count=2000,
+        prompt_template=None,
+        created_at=time.time(),
+    )
+    with pytest.raises(StoreUnavailable, match="upload it again"):
+        await store.create_dataset(row, records(cut_at=1000))
+    assert await store.get_dataset("ds_cut") is None, "nothing stored half-way"
+    created, fresh = await store.create_dataset(row, records(cut_at=None))
+    assert fresh
+    assert len(await store.read_records(created.dataset_id, list(range(2000)))) == 2000

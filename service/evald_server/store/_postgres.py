@@ -23,7 +23,15 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -315,8 +323,17 @@ class PostgresStore:
     async def create_dataset(
         self, dataset: DatasetRow, records: Iterable[RecordRow]
     ) -> tuple[DatasetRow, bool]:
-        materialized = list(records)  # a retry after a lost connection writes them again
-        return await self._run(reads.create_dataset, dataset, materialized)
+        stream = _OneShot(records)  # streamed into COPY, never held whole in memory
+
+        async def create(conn: asyncpg.Connection) -> tuple[DatasetRow, bool]:
+            if stream.started:  # the connection was lost mid-upload: the records are gone
+                raise StoreUnavailable(
+                    f"the connection to the database {self.where} was lost during the "
+                    "upload; upload it again (an upload that was stored is found again)"
+                )
+            return await reads.create_dataset(conn, dataset, stream)
+
+        return await self._run(create)
 
     async def find_dataset(self, tenant: str, name: str, version: str) -> DatasetRow | None:
         return await self._run(reads.find_dataset, tenant, name, version)
@@ -506,6 +523,18 @@ class PostgresStore:
 
     async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]:
         return await self._run(reads.read_events, run_id, after_seq, limit)
+
+
+class _OneShot(Iterator[T]):
+    """An iterator that remembers whether anyone started reading it."""
+
+    def __init__(self, items: Iterable[T]) -> None:
+        self._items = iter(items)
+        self.started = False
+
+    def __next__(self) -> T:
+        self.started = True
+        return next(self._items)
 
 
 async def _keep_session(_conn: asyncpg.Connection) -> None:
