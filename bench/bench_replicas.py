@@ -11,6 +11,8 @@
   notices delivered per second and the delivery latency (commit → the other's feed).
 * utilisation: 3 replicas share one model's limit of 12 (fake latency 100 ms, 1,500
   subtasks): the fake's busy slots while work is ready, as a share of the limit.
+* watch latency: bench_e2e's P4 across 3 replicas (the answer at the fake → a progress
+  snapshot counting it at a watcher on a replica), p50 and p99 (target p99 ≤ 1.2 s).
 * engine: the P1 shape (one model, C = 100, fake latency 50 ms) and the P2 shape (C = 64,
   latency 0) of bench_engine on ``--engine-n`` subtasks, through the whole engine with
   the real provider and a fake provider process: SQLite 1 replica, PostgreSQL 1 and 3
@@ -40,6 +42,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import asyncpg
 
+from bench.bench_e2e import _progress_latency, _quantile
 from bench.bench_engine import _bare_run, _jsonl
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
 from evald_server.config import parse_config
@@ -377,13 +380,50 @@ async def _utilisation(
         "window_s": round(end - start, 3),
         "utilisation": round(busy / (limit * (end - start)), 3),
         "in_flight_per_second": per_second,
+        "loadavg_after": os.getloadavg(),
         "fake_peak_concurrency": peak,
+    }
+
+
+async def _watch_latency_phase(dsn: str, n: int = 1500) -> dict[str, Any]:
+    """3 replicas share a run (model limit 12, fake 20 ms) watched on a replica: for the
+    k-th answer the fake sent, the time until the watcher got a progress snapshot
+    counting k succeeded (bench_e2e's P4, across replicas)."""
+    name, url = await _fresh_db(dsn)
+    try:
+        async with FakeProcess("--port", "0", "--latency-ms", "20") as fake:
+            async with _apps(url, 3, fake.base_url, 12, n) as apps:
+                header = DatasetHeader(f"bench-{n}", "1.0.0", TaskType.CLASSIFICATION)
+                await apps[0].upload_dataset("bench", header, [_jsonl(n)])
+                await anyio.sleep(2.5)  # every replica has balanced its share once
+                spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
+                run = await apps[0].create_run("bench", spec)
+                progress: list[tuple[float, int]] = []
+                async for event in await apps[2].watch("bench", run.run_id):
+                    if event.progress is not None:
+                        progress.append((time.time(), event.progress.counters.succeeded))
+            journal = await fake.control.journal()
+    finally:
+        await _admin(dsn, f'DROP DATABASE "{name}" WITH (FORCE)')
+    answered = sorted(e.finished_at for e in journal if e.outcome == "ok" and e.finished_at)
+    latencies = _progress_latency(answered, progress)
+    return {
+        "replicas": 3,
+        "n": n,
+        "watched_on": "the third replica (all three run the work)",
+        "snapshots": len(progress),
+        "p50_s": round(_quantile(latencies, 0.5), 3),
+        "p99_s": round(_quantile(latencies, 0.99), 3),
+        "loadavg_after": os.getloadavg(),
     }
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     if args.only_utilisation:
-        return {"utilisation": await _utilisation_phase(args.dsn, 1500, 12, 100.0)}
+        return {
+            "utilisation": await _utilisation_phase(args.dsn, 1500, 12, 100.0),
+            "watch_latency": await _watch_latency_phase(args.dsn),
+        }
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         store_rows = [
@@ -411,6 +451,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "notify": notify,
         "engine": engine,
         "utilisation": await _utilisation_phase(args.dsn, 1500, 12, 100.0),
+        "watch_latency": await _watch_latency_phase(args.dsn),
     }
 
 
@@ -421,6 +462,8 @@ def _print(report: dict[str, Any]) -> None:
         f"over {u['window_s']} s, fake peak {u['fake_peak_concurrency']}; 1 SQLite process "
         f"holding it all: {u['sqlite_1_process']['utilisation']}"
     )
+    w = report["watch_latency"]
+    print(f"progress latency across replicas: p50 {w['p50_s']} s, p99 {w['p99_s']} s")
     if "store" not in report:
         return
     for row in report["store"]:
@@ -451,7 +494,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-engine", action="store_true")
     parser.add_argument(
-        "--only-utilisation", action="store_true", help="only the global-limit phase"
+        "--only-utilisation",
+        action="store_true",
+        help="only the global-limit and watch-latency phases",
     )
     args = parser.parse_args(argv)
     report = asyncio.run(_main(args))
