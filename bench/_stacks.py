@@ -32,7 +32,7 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("counters", ("CounterDeltas",)),
     ("events", ("append_events", "state_event", "_failure_event", "engine/_events.py")),
     ("progress", ("engine/_progress", "_progress_tracker")),
-    ("outcome encoding", ("error_json", "dumps (", "_outcome (", "SubtaskOutcome", "to_json")),
+    ("outcome encoding", ("error_json", "dumps (", "outcome_of (", "SubtaskOutcome", "to_json")),
     ("claim", ("store/_sql_claim.py", "_claim (", "_fill (", "_feed (", "_accept (")),
     ("group commit", ("store/_sql_dispatch.py", "engine/_committer.py", "_sql_common.py")),
     ("prompt rendering", ("datasets/_prompts.py", "datasets/_chat.py", "simulator_reference")),

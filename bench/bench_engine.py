@@ -94,7 +94,7 @@ def _jsonl(records: int) -> bytes:
 
 async def _upload(app: Evald, records: int) -> None:
     header = DatasetHeader(f"bench-{records}", "1.0.0", TaskType.CLASSIFICATION)
-    await app.upload_dataset(TENANT, header, [_jsonl(records)])
+    await app.datasets.upload(TENANT, header, [_jsonl(records)])
 
 
 def _workers_rss_mb() -> float:
@@ -125,8 +125,8 @@ async def _engine_run(app: Evald, records: int) -> dict[str, float]:
     async with anyio.create_task_group() as tg:
         tg.start_soon(sample_rss)
         cpu0, start = time.process_time(), time.time()
-        run = await app.create_run(TENANT, spec)
-        async for _event in await app.watch(TENANT, run.run_id):
+        run = await app.runs.create(TENANT, spec)
+        async for _event in await app.runs.watch(TENANT, run.run_id):
             pass
         end = time.time()
         done.set()
@@ -260,11 +260,11 @@ async def _child(mode: str, db: str, fake_url: str, n: int, c: int, models: int)
         )
         print("PHASE create", flush=True)
         started = time.perf_counter()
-        run = await app.create_run(TENANT, spec)
+        run = await app.runs.create(TENANT, spec)
         print(f"CREATE_RUN_S {time.perf_counter() - started:.4f}", flush=True)
         print("PHASE inference", flush=True)
         scoring = False
-        async for event in await app.watch(TENANT, run.run_id):
+        async for event in await app.runs.watch(TENANT, run.run_id):
             if scoring:
                 continue
             if event.evaluation is not None:  # a task was scored before the run's end

@@ -17,6 +17,13 @@
   concurrency, the 429 share and the model limit's value (sampled every 20 ms).
   Targets: effective concurrency in [0.7 C, C], 429 share ≤ 5 %; the time to converge
   is reported.
+* C1: cost. A priced model against the fake's quota (so some calls are answered 429
+  and cost nothing): the run's cost as evald reports it (GetRun's progress) against
+  Σ usage × price over the fake's journal. Target: equal (exactly: money is counted in
+  integer pico-USD).
+* B1: a run budget (``max_cost_usd``) with 8 calls in flight: what was spent against
+  the budget, and the answers beyond those needed to reach it (at most the calls in
+  flight).
 
 Everything runs in this process (a real SQLite file, the real OpenAI provider over
 loopback, the fake's journal as the ground truth). Prints a table and writes
@@ -38,7 +45,7 @@ import anyio
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RetryPolicy, RunSpec
 from evald_server.config import parse_config
 from evald_server.domain import TaskType
-from evald_server.engine import MODEL_LIMIT
+from evald_server.engine import MODEL_LIMIT, RunBudget
 from evald_server.fake_provider import FakeConfig, FakeProvider, JournalEntry, Quota
 
 RESULTS = Path(__file__).parent / "results" / "rate_control.json"
@@ -58,10 +65,22 @@ def _jsonl(records: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+PRICE = {"input_per_million": 2.5, "output_per_million": 10.0}
+
+
 async def _measure(
-    fake: FakeProvider, db: Path, model: dict[str, Any], runs: int, records: int
-) -> tuple[float, float, list[tuple[float, int]]]:
-    """Run ``runs`` runs of ``records`` each at once; (start, end, capacity samples)."""
+    fake: FakeProvider,
+    db: Path,
+    model: dict[str, Any],
+    runs: int,
+    records: int,
+    *,
+    budget: RunBudget | None = None,
+    finished: list[Any] | None = None,
+) -> tuple[float, float, list[tuple[float, int, bool]]]:
+    """Run ``runs`` runs of ``records`` each at once; (start, end, samples of the model
+    limit's capacity and whether AIMD is still in slow start).
+    ``finished`` receives each run as it ended."""
     config = parse_config(
         {
             "store": {"url": f"sqlite:///{db}"},
@@ -69,29 +88,37 @@ async def _measure(
             "models": [{"id": "m1", "provider": "openai", "base_url": fake.base_url, **model}],
         }
     )
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int, bool]] = []
     async with Evald.open(config) as app:
         header = DatasetHeader(
             name="ds", benchmark_version="1.0.0", task_type=TaskType.CLASSIFICATION
         )
-        await app.upload_dataset(TENANT, header, [_jsonl(records)])
+        await app.datasets.upload(TENANT, header, [_jsonl(records)])
         fake.reset()
-        spec = RunSpec(models=("m1",), datasets=(DatasetRef("ds", "1.0.0"),), retry_policy=RETRIES)
+        spec = RunSpec(
+            models=("m1",),
+            datasets=(DatasetRef("ds", "1.0.0"),),
+            retry_policy=RETRIES,
+            budget=budget or RunBudget(),
+        )
         started = time.time()
-        created = [await app.create_run(TENANT, spec) for _ in range(runs)]
+        created = [await app.runs.create(TENANT, spec) for _ in range(runs)]
 
         async def sample() -> None:
             while True:
-                (limit,) = [s for s in app.limiter_stats() if s.name == MODEL_LIMIT]
-                samples.append((time.time(), limit.capacity))
+                (limit,) = [s for s in app.engine.limiter_stats() if s.name == MODEL_LIMIT]
+                (rate,) = app.engine.rate_stats()
+                samples.append((time.time(), limit.capacity, rate.slow_start))
                 await anyio.sleep(0.02)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(sample)
             for run in created:
-                async for _ in await app.watch(TENANT, run.run_id, 0):
+                async for _ in await app.runs.watch(TENANT, run.run_id, 0):
                     pass
             tg.cancel_scope.cancel()
+        if finished is not None:
+            finished.extend([await app.runs.get(TENANT, run.run_id) for run in created])
         ended = max(e.finished_at or 0.0 for e in fake.journal.entries)
     return started, ended, samples
 
@@ -156,7 +183,11 @@ async def aimd_figure(capacity: int, records: int, **adaptive: Any) -> dict[str,
             break
         at += _WINDOW_S
     after = [e for e in entries if converged_at <= e.started_at <= steady_end]
-    values_after = [v for at, v in samples if converged_at <= at <= steady_end]
+    values_after = [v for at, v, _ in samples if converged_at <= at <= steady_end]
+    # Slow start doubles the value per round of calls until the first episode: its
+    # overshoot is part of converging. After it, the value should stay near C + 1.
+    slow_start_end = min((at for at, _, slow in samples if not slow), default=steady_end)
+    after_slow_start = [v for at, v, _ in samples if slow_start_end <= at <= steady_end]
     windows = []
     at = converged_at
     while at + _WINDOW_S <= steady_end:
@@ -174,8 +205,86 @@ async def aimd_figure(capacity: int, records: int, **adaptive: Any) -> dict[str,
         "limit_after_min": min(values_after, default=0),
         "limit_after_max": max(values_after, default=0),
         "limit_after_mean": sum(values_after) / len(values_after) if values_after else 0.0,
+        "slow_start_end_s": slow_start_end - started,
+        "limit_after_slow_start_max": max(after_slow_start, default=0),
         "steady_s": steady_end - converged_at,
         "wall_s": ended - started,
+    }
+
+
+def _usd(prompt: int, completion: int) -> float:
+    return (prompt * PRICE["input_per_million"] + completion * PRICE["output_per_million"]) / 1e6
+
+
+def _bill(entries: list[JournalEntry]) -> tuple[float, int, int]:
+    """Σ usage × PRICE over the fake's answers: (USD, tokens, answers)."""
+    answered = [e for e in entries if e.outcome == "ok"]
+    prompt = sum(e.prompt_tokens or 0 for e in answered)
+    completion = sum(e.completion_tokens or 0 for e in answered)
+    return _usd(prompt, completion), prompt + completion, len(answered)
+
+
+async def cost_figure(records: int) -> dict[str, Any]:
+    quota = Quota(requests_per_minute=3000, burst_s=0.5)
+    model = {"max_concurrency": 16, "price": PRICE}
+    runs: list[Any] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with FakeProvider(FakeConfig(quotas={"*": quota}, latency_ms=10)) as fake:
+            await _measure(fake, Path(tmp) / "e.db", model, 1, records, finished=runs)
+            entries = list(fake.journal.entries)
+    usd, tokens, answers = _bill(entries)
+    (run,) = runs
+    return {
+        "calls": len(entries),
+        "answers": answers,
+        "share_429": _share_429(entries),
+        "evald_cost_usd": run.progress.cost.cost_usd,
+        "journal_cost_usd": usd,
+        "evald_tokens": run.progress.cost.tokens,
+        "journal_tokens": tokens,
+        "estimated": run.progress.cost.estimated,
+        "equal": run.progress.cost.cost_usd == usd and run.progress.cost.tokens == tokens,
+    }
+
+
+async def budget_figure(records: int, in_flight: int) -> dict[str, Any]:
+    budget = 0.0075  # USD: some 10 % of the run at this price (30 answers of 300)
+    model = {"max_concurrency": in_flight, "price": PRICE}
+    runs: list[Any] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with FakeProvider(FakeConfig(latency_ms=20)) as fake:
+            await _measure(
+                fake,
+                Path(tmp) / "e.db",
+                model,
+                1,
+                records,
+                budget=RunBudget(max_cost_usd=budget),
+                finished=runs,
+            )
+            entries = list(fake.journal.entries)
+    answered = sorted((e for e in entries if e.outcome == "ok"), key=lambda e: e.finished_at or 0)
+    spent, needed = 0.0, 0
+    for entry in answered:
+        prompt, completion = entry.prompt_tokens or 0, entry.completion_tokens or 0
+        spent += (
+            prompt * PRICE["input_per_million"] + completion * PRICE["output_per_million"]
+        ) / 1e6
+        needed += 1
+        if spent >= budget:
+            break
+    (run,) = runs
+    return {
+        "records": records,
+        "in_flight": in_flight,
+        "budget_usd": budget,
+        "spent_usd": run.progress.cost.cost_usd,
+        "overshoot_usd": run.progress.cost.cost_usd - budget,
+        "answers": len(answered),
+        "answers_needed": needed,
+        "answers_beyond": len(answered) - needed,
+        "state": run.state.value,
+        "cancel_reason": run.cancel_reason,
     }
 
 
@@ -193,7 +302,9 @@ async def main(quick: bool) -> dict[str, Any]:
         for r in (600.0, 1200.0, 2400.0)
     ]
     a1 = [await aimd_figure(c, 1000 if quick else 2500) for c in (8, 16)]
-    return {"q1_budget_on": q1_on, "q1_budget_off": q1_off, "q2": q2, "a1": a1}
+    c1 = await cost_figure(200 if quick else 500)
+    b1 = await budget_figure(300, 8)
+    return {"q1_budget_on": q1_on, "q1_budget_off": q1_off, "q2": q2, "a1": a1, "c1": c1, "b1": b1}
 
 
 def _row(label: str, value: str, target: str = "(reported)") -> str:
@@ -243,7 +354,29 @@ def table(results: dict[str, Any]) -> str:
                 f"A1 C={c}: limit after min/mean/max",
                 f"{a['limit_after_min']}/{a['limit_after_mean']:.1f}/{a['limit_after_max']}",
             ),
+            _row(
+                f"A1 C={c}: limit max once slow start ended",
+                f"{a['limit_after_slow_start_max']}",
+                f"<= C + 1 {_verdict(a['limit_after_slow_start_max'] <= c + 1)} "
+                f"(slow start ended at {a['slow_start_end_s']:.2f} s)",
+            ),
         ]
+    c1, b1 = results["c1"], results["b1"]
+    rows += [
+        _row(
+            "C1 run cost: evald vs journal Σ usage × price",
+            f"{c1['evald_cost_usd']:.6f}",
+            f"= {c1['journal_cost_usd']:.6f} {_verdict(c1['equal'])} "
+            f"({c1['answers']} answers, {c1['share_429']:.1%} 429)",
+        ),
+        _row(
+            f"B1 budget {b1['budget_usd']:g} USD, {b1['in_flight']} in flight: spent",
+            f"{b1['spent_usd']:.6f}",
+            f"{b1['answers_beyond']} answers beyond the budget "
+            f"(<= {b1['in_flight']} {_verdict(b1['answers_beyond'] <= b1['in_flight'])}), "
+            f"{b1['state']}",
+        ),
+    ]
     return "\n".join(rows)
 
 

@@ -255,7 +255,7 @@ async def _engine_once(
 ) -> dict[str, Any]:
     async with _apps(url, replicas, fake.base_url, c, n) as apps:
         header = DatasetHeader(f"bench-{n}", "1.0.0", TaskType.CLASSIFICATION)
-        await apps[0].upload_dataset("bench", header, [_jsonl(n)])
+        await apps[0].datasets.upload("bench", header, [_jsonl(n)])
         counted = [a.engine.store for a in apps if isinstance(a.engine.store, PostgresStore)]
         for store in counted:
             store._count_statements = True
@@ -263,8 +263,8 @@ async def _engine_once(
         await fake.control.reset()
         spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
         start = time.time()
-        run = await apps[0].create_run("bench", spec)
-        async for _ in await apps[0].watch("bench", run.run_id):
+        run = await apps[0].runs.create("bench", spec)
+        async for _ in await apps[0].runs.watch("bench", run.run_id):
             pass
         tasks = await apps[0].engine.store.get_tasks(run.run_id)
         wall = max(t.finished_at or time.time() for t in tasks) - start
@@ -354,11 +354,11 @@ async def _utilisation(
     async with FakeProcess("--port", "0", "--latency-ms", str(latency_ms)) as fake:
         async with _apps(url, replicas, fake.base_url, limit, n) as apps:
             header = DatasetHeader(f"bench-{n}", "1.0.0", TaskType.CLASSIFICATION)
-            await apps[0].upload_dataset("bench", header, [_jsonl(n)])
+            await apps[0].datasets.upload("bench", header, [_jsonl(n)])
             await anyio.sleep(2.5)  # every replica has balanced its share once
             spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
-            run = await apps[0].create_run("bench", spec)
-            async for _ in await apps[0].watch("bench", run.run_id):
+            run = await apps[0].runs.create("bench", spec)
+            async for _ in await apps[0].runs.watch("bench", run.run_id):
                 pass
         journal = await fake.control.journal()
         peak = (await fake.control.stats())["peak_concurrency_all"]
@@ -394,12 +394,12 @@ async def _watch_latency_phase(dsn: str, n: int = 1500) -> dict[str, Any]:
         async with FakeProcess("--port", "0", "--latency-ms", "20") as fake:
             async with _apps(url, 3, fake.base_url, 12, n) as apps:
                 header = DatasetHeader(f"bench-{n}", "1.0.0", TaskType.CLASSIFICATION)
-                await apps[0].upload_dataset("bench", header, [_jsonl(n)])
+                await apps[0].datasets.upload("bench", header, [_jsonl(n)])
                 await anyio.sleep(2.5)  # every replica has balanced its share once
                 spec = RunSpec(models=("bench",), datasets=(DatasetRef(f"bench-{n}", "1.0.0"),))
-                run = await apps[0].create_run("bench", spec)
+                run = await apps[0].runs.create("bench", spec)
                 progress: list[tuple[float, int]] = []
-                async for event in await apps[2].watch("bench", run.run_id):
+                async for event in await apps[2].runs.watch("bench", run.run_id):
                     if event.progress is not None:
                         progress.append((time.time(), event.progress.counters.succeeded))
             journal = await fake.control.journal()

@@ -74,6 +74,7 @@ def _progress() -> run_pb2.RunProgress:
                 ),
             ),
         ],
+        cost=run_pb2.Cost(cost_usd=0.0125, estimated=True, tokens=5000, priced=True),
     )
 
 
@@ -104,6 +105,9 @@ def run() -> run_pb2.Run:
                 backoff=[duration(0.5), duration(2)],
                 jitter_fraction=0.25,
                 retry_after_cap=duration(30),
+                max_rate_limited_retries=20,
+                max_timeout_retries=1,
+                max_transient_retries=2,
             ),
             generation_overrides=model_pb2.GenerationParams(temperature=0.0),
             labels={"team": "search"},
@@ -117,6 +121,19 @@ def run() -> run_pb2.Run:
             ],
             prompt=dataset_pb2.PromptOptions(system_message="Be brief."),
             choice_scoring=enums_pb2.CHOICE_SCORING_LOGPROBS,
+            budget=run_pb2.RunBudget(max_cost_usd=2.5, max_tokens=1_000_000),
+            judge=run_pb2.JudgeSpec(
+                model_id="judge-large",
+                rubric="Is {output} a correct answer to {input}? Reference: {reference}",
+                score_format=enums_pb2.JUDGE_SCORE_FORMAT_SCALE,
+                scale_min=1,
+                scale_max=5,
+                pass_threshold=4,
+                rounds=3,
+                parse_retries=2,
+                generation_overrides=model_pb2.GenerationParams(temperature=0.0),
+            ),
+            response_cache=True,
         ),
         state=enums_pb2.RUN_STATE_RUNNING,
         progress=_progress(),
@@ -124,6 +141,7 @@ def run() -> run_pb2.Run:
         started_time=stamp(1),
         last_seq=42,
         request_id="req-7",
+        cancel_reason="budget reached: spent 2.500120 USD of max_cost_usd 2.5",
     )
 
 
@@ -133,7 +151,9 @@ def _event(seq: int, **kind: Message) -> event_pb2.RunEvent:
 
 def run_event_state_changed() -> event_pb2.RunEvent:
     changed = event_pb2.RunStateChanged(
-        state=enums_pb2.RUN_STATE_RUNNING, previous=enums_pb2.RUN_STATE_PENDING
+        state=enums_pb2.RUN_STATE_RUNNING,
+        previous=enums_pb2.RUN_STATE_PENDING,
+        cancel_reason="budget reached: used 1000020 tokens of max_tokens 1000000",
     )
     return _event(1, state_changed=changed)
 
@@ -179,6 +199,7 @@ def run_event_sample_failed() -> event_pb2.RunEvent:
         error=eval_error("PROVIDER_HTTP_5XX", "MODEL_PROVIDER_ERROR", 502, True),
         attempts=4,
         model_id="sim-fast",
+        failed_attempts=run_pb2.RetryCounts(rate_limited=2, timeout=1, transient=1),
     )
     return _event(4, sample_failed=failed)
 
@@ -228,6 +249,17 @@ def sample() -> sample_pb2.Sample:
         usage_reported=True,
         decode_tokens_per_second=42.5,
         truncated_fields=[sample_pb2.TruncatedField(field="input", full_bytes=9_437_184)],
+        cost=run_pb2.Cost(cost_usd=0.000039, estimated=False, tokens=15, priced=True),
+        failed_attempts=run_pb2.RetryCounts(rate_limited=1),
+        judgement=sample_pb2.SampleJudgement(
+            score=4.0,
+            passed=True,
+            rationale="Names the author the reference names.",
+            rounds=3,
+            agreed=False,
+            error=eval_error("JUDGE_VERDICT_UNPARSEABLE", "MODEL_PROVIDER_ERROR", 502, True),
+        ),
+        cache_hit=True,
     )
 
 

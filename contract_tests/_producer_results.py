@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
-from evald.v1 import enums_pb2, errors_pb2, model_pb2, payloads_pb2, result_pb2
+from evald.v1 import enums_pb2, errors_pb2, model_pb2, payloads_pb2, result_pb2, run_pb2
 
 _T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -117,6 +117,25 @@ def _shell(task_type: str, payload: Message) -> result_pb2.TaskEvaluationResult:
             samples_empty=1,
             samples_without_usage=0,
             decode_tokens_per_second=31.25,
+            cost=run_pb2.Cost(cost_usd=0.0192, estimated=False, tokens=6720, priced=True),
+            cache_hits=5,
+        ),
+        judge_execution_profile=result_pb2.ExecutionProfile(
+            samples_total=78,
+            samples_succeeded=77,
+            samples_failed=1,
+            wall_time=duration(11.0),
+            latency_mean_ms=310.0,
+            latency_p50_ms=300.0,
+            latency_p90_ms=420.0,
+            latency_p99_ms=480.0,
+            prompt_tokens=15600,
+            completion_tokens=2340,
+            requests=80,
+            retries=2,
+            effective_concurrency=2.2,
+            cache_hits=0,
+            cost=run_pb2.Cost(cost_usd=0.0031, estimated=False, tokens=17940, priced=True),
         ),
         repeat_stats=result_pb2.RepeatStats(
             repeats=2, records=39, mean_within_record_stddev=0.125, consistent_record_fraction=0.9
@@ -133,6 +152,23 @@ def _shell(task_type: str, payload: Message) -> result_pb2.TaskEvaluationResult:
             platform="Linux-6.8-x86_64",
             bootstrap_seed=12345,
             dependencies={"numpy": "2.1.0"},
+            judge=result_pb2.JudgeProvenance(
+                model=model_pb2.ModelIdentity(
+                    model_id="judge-large",
+                    provider="openai",
+                    provider_model="judge-large-2025",
+                    params=model_pb2.GenerationParams(temperature=0.0, max_tokens=256),
+                ),
+                rubric_sha256="ef" * 32,
+                score_format=enums_pb2.JUDGE_SCORE_FORMAT_SCALE,
+                scale_min=1,
+                scale_max=5,
+                pass_threshold=4.0,
+                rounds=3,
+                parse_retries=2,
+                judged_samples=77,
+                unjudged_samples=1,
+            ),
         ),
         created_time=stamp(13),
     )

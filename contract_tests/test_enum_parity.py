@@ -18,6 +18,7 @@ from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
     FinishReason,
+    JudgeScoreFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -38,6 +39,7 @@ MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (TaskPairing, comparison_pb2.TaskPairing.DESCRIPTOR),
     (ShotFormat, enums_pb2.ShotFormat.DESCRIPTOR),
     (ChoiceScoring, enums_pb2.ChoiceScoring.DESCRIPTOR),
+    (JudgeScoreFormat, enums_pb2.JudgeScoreFormat.DESCRIPTOR),
     (FinishReason, sample_pb2.FinishReason.DESCRIPTOR),
 ]
 # Enums that exist only on the wire: they describe results, not server state.

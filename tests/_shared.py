@@ -1,7 +1,9 @@
-"""Helpers every test folder shares: JSONL bodies, a bounded wait loop, and a failed
-call's status unpacked (code, message, google.rpc details)."""
+"""Helpers every test folder shares: record builders and JSONL bodies, the
+``[[models]]`` table of a simulated model, a bounded wait loop, a free loopback port,
+and a failed call's status unpacked (code, message, google.rpc details)."""
 
 import json
+import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +16,52 @@ from grpc_status import rpc_status
 
 def jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
     return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def classification_records(count: int, *, prefix: str = "r") -> list[dict[str, Any]]:
+    """``count`` two-label classification records (ids ``{prefix}0`` …)."""
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "input": f"review number {i}",
+            "label": "pos" if i % 2 else "neg",
+            "choices": ["pos", "neg"],
+        }
+        for i in range(count)
+    ]
+
+
+def classification_jsonl(count: int, *, prefix: str = "r") -> bytes:
+    return jsonl(classification_records(count, prefix=prefix))
+
+
+def simulated_model(
+    model_id: str, *, latency_ms: float = 1.0, max_concurrency: int = 8, **simulator: Any
+) -> dict[str, Any]:
+    """A ``[[models]]`` table of the built-in simulated provider, at a fixed latency;
+    ``simulator`` sets its other settings (accuracy, fault_rate, seed)."""
+    return {
+        "id": model_id,
+        "provider": "simulated",
+        "max_concurrency": max_concurrency,
+        "simulator": {"latency_ms_median": latency_ms, "latency_sigma": 0.0, **simulator},
+    }
+
+
+def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """``evald ARGV`` in this process: (exit code, stdout, stderr); ``capsys`` is pytest's."""
+    from evald_cli.main import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def free_port() -> int:
+    """A loopback port free now (for a server that cannot be given port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 async def wait_for(

@@ -13,8 +13,8 @@ import signal
 import subprocess
 import sys
 import tomllib
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +32,20 @@ def config_data(
     models: list[dict[str, Any]] | None = None,
     limits: Mapping[str, Any] | None = None,
     tokens: Mapping[str, str] | None = None,
+    server: Mapping[str, Any] | None = None,
+    engine: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A config document: a fresh SQLite file, loopback port 0, simulated models by default.
+    """A config document: a fresh SQLite file, loopback port 0 with a 2 s grace (or
+    ``server``), simulated models by default, ``limits`` and ``engine`` tuning.
 
     ``tokens`` maps a tenant to its clear-text bearer token (stored hashed, as in a
     real config).
     """
     data: dict[str, Any] = {
-        "server": {"listen": "127.0.0.1:0", "grace_s": 2.0},
+        "server": dict(server) if server is not None else {"listen": "127.0.0.1:0", "grace_s": 2.0},
         "store": {"url": f"sqlite:///{tmp_path / 'evald.sqlite3'}"},
         "limits": dict(limits or {}),
+        "engine": dict(engine or {}),
         "models": models
         if models is not None
         else [
@@ -88,7 +92,7 @@ def write_config(tmp_path: Path, data: Mapping[str, Any]) -> Path:
             return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
         return repr(v)
 
-    for section in ("server", "store", "limits"):
+    for section in ("server", "store", "limits", "engine"):
         if data.get(section):
             lines.append(f"[{section}]")
             lines += [f"{k} = {value(v)}" for k, v in data[section].items()]
@@ -179,6 +183,18 @@ class ServerProcess:
     def _close_pipe(self) -> None:
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
+
+
+@contextmanager
+def server_process(tmp_path: Path, data: Mapping[str, Any] | None = None) -> Iterator[str]:
+    """``python -m evald_server.api`` on ``data`` (default ``config_data(tmp_path)``) for
+    the block, drained with SIGTERM after it; yields its address."""
+    process = ServerProcess(write_config(tmp_path, data or config_data(tmp_path)))
+    try:
+        yield process.start()
+    finally:
+        if process.process is not None and process.process.poll() is None:
+            process.terminate()
 
 
 def _readline_within(process: subprocess.Popen[str], timeout_s: float) -> str:

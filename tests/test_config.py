@@ -1,10 +1,19 @@
 """Server configuration: valid files load, invalid ones name the offending key."""
 
+import inspect
 from pathlib import Path
 
 import pytest
 
-from evald_server.config import STORE_SCHEMES, ConfigError, GenerationParams, load_config
+from evald_server.config import (
+    STORE_SCHEMES,
+    ConfigError,
+    EngineSection,
+    GenerationParams,
+    load_config,
+)
+from evald_server.engine import Engine
+from evald_server.scoring import ScoringPool
 from evald_server.store import STORE_OPENERS
 
 VALID = """
@@ -79,6 +88,13 @@ def test_valid_config_loads_with_defaults(tmp_path: Path) -> None:
         ("[store]\nurl = 'evald.sqlite3'\n", "store.url"),
         ("[[auth.tokens]]\ntenant = 't'\nsha256 = 'abc'\n", "auth.tokens[0].sha256"),
         ("[server\n", "invalid TOML"),
+        ("[engine]\nheartbeat_s = 0\n", "engine.heartbeat_s"),
+        ("[engine]\ncommit_batch = 0\n", "engine.commit_batch"),
+        ("[engine]\ncommit_delay_s = -1\n", "engine.commit_delay_s"),
+        ("[engine]\nscoring_workers = 0\n", "engine.scoring_workers"),
+        ("[engine]\nscoring_concurrency = 0\n", "engine.scoring_concurrency"),
+        ("[engine]\nmax_upload_bytes = 10\n", "engine.max_upload_bytes"),
+        ("[engine]\nheartbeat = 1\n", "engine.heartbeat: Extra inputs are not permitted"),
     ],
 )
 def test_invalid_config_names_the_key(tmp_path: Path, text: str, named: str) -> None:
@@ -107,3 +123,22 @@ def test_generation_overrides_replace_only_what_they_set() -> None:
 
 def test_the_config_accepts_exactly_the_schemes_a_store_opens() -> None:
     assert set(STORE_SCHEMES) == set(STORE_OPENERS)
+
+
+def test_engine_tuning_loads_and_its_defaults_are_the_engines_own(tmp_path: Path) -> None:
+    text = VALID + "\n[engine]\nheartbeat_s = 0.5\ncommit_batch = 64\nscoring_workers = 2\n"
+    tuning = load_config(write(tmp_path, text)).engine
+    assert (tuning.heartbeat_s, tuning.commit_batch, tuning.scoring_workers) == (0.5, 64, 2)
+    # Without the section nothing changes: each default is what the engine and the
+    # scoring pool default to when built by hand.
+    defaults = EngineSection()
+    engine = inspect.signature(Engine).parameters
+    assert defaults.heartbeat_s == engine["heartbeat_s"].default
+    assert defaults.commit_batch == engine["commit_batch"].default
+    assert defaults.commit_delay_s == engine["commit_delay_s"].default
+    assert defaults.score_page_size == engine["score_page_size"].default
+    assert defaults.scoring_concurrency == engine["scoring_concurrency"].default
+    assert (
+        defaults.scoring_workers is inspect.signature(ScoringPool).parameters["max_workers"].default
+    )
+    assert defaults.max_upload_bytes == 512 * 1024 * 1024

@@ -147,7 +147,7 @@ async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
     # Only --request-id comes from a flag; every other field comes from the spec file.
     flags = {"request_id": "--request-id"} if args.request_id else {}
     with naming_flags(flags):
-        run = await _create(client, spec, args.request_id)
+        run = await _create(client, spec, args.request_id, args.cache)
     # The id alone on the first line, so that scripts can capture it.
     out.print(run.run_id, markup=False, highlight=False)
     if not args.watch:
@@ -155,7 +155,12 @@ async def submit(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
     return await _finish(client, run, out, accept_partial=args.accept_partial)
 
 
-async def _create(client: AsyncEvaldClient, spec: RunSpecFile, request_id: str | None) -> Run:
+async def _create(
+    client: AsyncEvaldClient,
+    spec: RunSpecFile,
+    request_id: str | None,
+    cache: bool | None = None,
+) -> Run:
     return await client.create_run(
         models=spec.models,
         datasets=spec.dataset_refs(),
@@ -163,12 +168,15 @@ async def _create(client: AsyncEvaldClient, spec: RunSpecFile, request_id: str |
         max_concurrency=spec.max_concurrency,
         repeat=spec.repeat,
         retry_policy=spec.retry(),
+        budget=spec.run_budget(),
         generation=spec.generation_params(),
         labels=spec.labels,
         request_id=request_id or spec.request_id,
         dataset_options=spec.dataset_options(),
         prompt=spec.run_prompt(),
         choice_scoring=spec.choice_scoring,
+        judge=spec.judge_options(),
+        response_cache=spec.response_cache if cache is None else cache,
     )
 
 

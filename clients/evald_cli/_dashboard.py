@@ -19,8 +19,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from evald_cli._render import is_latency
+from evald_cli._render import cache_hit_rate, cost_text, is_latency
 from evald_client import (
+    Cost,
     ModelActivity,
     Progress,
     Run,
@@ -54,6 +55,9 @@ class RunView:
     scored: dict[str, TaskResult] = field(default_factory=dict)
     failures: deque[SampleFailed] = field(default_factory=lambda: deque(maxlen=_LATEST_FAILURES))
     failure_count: int = 0
+    cost: Cost | None = None
+    cancel_reason: str = ""
+    response_cache: bool = False  # the run uses the response cache: show its hit rate
 
     @classmethod
     def of(cls, run: Run) -> "RunView":
@@ -63,13 +67,18 @@ class RunView:
             state=run.state,
             counts=run.progress.counts,
             tasks={t.task_id: t for t in run.progress.tasks},
+            cost=run.progress.cost,
+            cancel_reason=run.cancel_reason,
+            response_cache=run.spec.response_cache,
         )
 
     def apply(self, event: RunEvent) -> None:
         if isinstance(event, StateChanged):
             self.state = event.state
+            self.cancel_reason = event.cancel_reason or self.cancel_reason
         elif isinstance(event, Progress):
             self.counts = event.progress.counts
+            self.cost = event.progress.cost or self.cost
             self.tasks.update((t.task_id, t) for t in event.progress.tasks)
             self.throughput_per_s = event.throughput_per_s
             self.throughput_known = event.throughput_known
@@ -161,6 +170,8 @@ def render(view: RunView) -> RenderableType:
         f"{counts.queued} queued, {counts.failed_permanent} failed, {counts.retrying} retrying",
         ("  ·  ", "dim"),
         _throughput(view),
+        *((("  ·  ", "dim"), f"cost {cost_text(view.cost)}") if view.cost else ()),
+        *((("  ·  ", "dim"), (view.cancel_reason, "yellow")) if view.cancel_reason else ()),
     )
     overall = Table.grid(padding=(0, 1))
     overall.add_row(
@@ -172,9 +183,12 @@ def render(view: RunView) -> RenderableType:
         tasks.add_column(column)
     tasks.add_column("p50 ms", justify="right")
     tasks.add_column("p99 ms", justify="right")
+    if view.response_cache:
+        tasks.add_column("cache hits", justify="right")
     for task in view.tasks.values():
         result = view.scored.get(task.task_id)
         total = max(task.counts.total, 1)
+        cache = [cache_hit_rate(result.execution) if result else ""]
         tasks.add_row(
             task.model_id,
             str(task.dataset),
@@ -185,6 +199,7 @@ def render(view: RunView) -> RenderableType:
             _rate(task.counts),
             f"{result.execution.latency_p50_ms:.0f}" if result else "",
             f"{result.execution.latency_p99_ms:.0f}" if result else "",
+            *(cache if view.response_cache else []),
         )
     parts: list[RenderableType] = [head, overall, tasks]
     if view.models and not view.state.is_terminal:
@@ -276,9 +291,10 @@ class PlainLines:
             metrics = " ".join(
                 f"{k}={v:.3f}" for k, v in sorted(r.metrics.items()) if not is_latency(k)
             )
+            cache = f" cache hits {cache_hit_rate(r.execution)}" if view.response_cache else ""
             return (
                 f"scored {r.model.model_id} on {r.benchmark.name}@{r.benchmark.version}: "
-                f"{r.status.value} {metrics}"
+                f"{r.status.value} {metrics}{cache}"
             )
         if isinstance(event, SampleFailed):
             self._failures_shown += 1

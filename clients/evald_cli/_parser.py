@@ -102,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="follow the run until it ends; exit 0 succeeded, 3 partial, 4 failed, 5 cancelled",
     )
     submit.add_argument("--request-id", help="idempotency key (overrides the spec's)")
+    submit.add_argument(
+        "--cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="answer from (and fill) the server's response cache; overrides the spec's "
+        "response_cache",
+    )
     _accept_partial(submit)
 
     watch = commands.add_parser(

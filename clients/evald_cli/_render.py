@@ -11,7 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from evald_client import (
+    Cost,
     Dataset,
+    ExecutionProfile,
     FinishReason,
     MetricComparison,
     Model,
@@ -150,6 +152,14 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
             table.add_column(metric, justify="right")
         for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms"):
             table.add_column(column, justify="right")
+        # Cost where something was spent (a price, or tokens counted): the column is
+        # noise for runs answered by the simulator or wholly from the cache.
+        costed = any(_spent(r.execution.cost) for r in group)
+        if costed:
+            table.add_column("cost", justify="right")
+        cached = any(r.execution.cache_hits for r in group)
+        if cached:  # runs with the response cache: how many answers came from it
+            table.add_column("cache hits", justify="right")
         reasons = any(r.errors for r in group)
         if reasons:  # why a task failed or is partial, where the result says
             table.add_column("failure reasons")
@@ -165,10 +175,35 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}" if measured else "",
                 f"{profile.latency_p99_ms:.0f}" if measured else "",
+                *([cost_text(profile.cost)] if costed else []),
+                *([cache_hit_rate(profile)] if cached else []),
                 *([failure_reasons(r)] if reasons else []),
             )
         tables.append(table)
     return tables
+
+
+def _spent(cost: Cost | None) -> bool:
+    return cost is not None and (cost.priced or cost.tokens > 0)
+
+
+def cost_text(cost: Cost | None) -> str:
+    """``$0.0123``, ``~$0.0123`` when token counts were estimated, ``12,000 tok`` when no
+    price is configured; empty when the server does not report cost."""
+    if cost is None:
+        return ""
+    mark = "~" if cost.estimated else ""
+    if not cost.priced:
+        return f"{mark}{cost.tokens:,} tok"
+    return f"{mark}${cost.cost_usd:.4f}"
+
+
+def cache_hit_rate(profile: ExecutionProfile) -> str:
+    """Answers served from the response cache, of the succeeded ones: "9/12 (75%)"."""
+    done = profile.samples_succeeded
+    if done == 0:
+        return "0/0"
+    return f"{profile.cache_hits}/{done} ({profile.cache_hits / done:.0%})"
 
 
 def _cut_and_empty(truncated: int, empty: int) -> Text:

@@ -15,12 +15,28 @@ Example (TOML)::
     [retry_policy]
     max_retries = 2
     backoff_s = [0.5, 2.0]
+    max_rate_limited_retries = 20   # 429s have their own budget (timeout, transient too)
+
+    [budget]                        # stop the run (CANCELLED) once it has spent this
+    max_cost_usd = 5.0
+    max_tokens = 2_000_000
 
     [generation]
     temperature = 0.0
 
     [labels]
     team = "search"
+
+    response_cache = true           # answer from (and fill) the server's response cache
+
+    [judge]                         # model-graded scoring of every answer
+    model = "judge-large"
+    rubric = "Is {output} a correct answer to {input}? Reference: {reference}"
+    score_format = "scale"          # "pass_fail" (default) or "scale"
+    scale = [1, 5]
+    pass_threshold = 4
+    rounds = 3                      # judge each answer 3 times; agreement is reported
+    generation = { temperature = 0.0 }
 
 A dataset entry may carry its own settings, which win over the run's and the models'
 (write the datasets as ``[[datasets]]`` tables then)::
@@ -42,10 +58,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from evald_cli._errors import CliError
 from evald_client import (
+    Budget,
     ChoiceScoring,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
+    JudgeScoreFormat,
     PromptOptions,
     RetryPolicy,
     ShotFormat,
@@ -96,6 +115,15 @@ class _RetryEntry(_Strict):
     backoff_s: list[Annotated[float, Field(ge=0)]] = []
     jitter_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
     retry_after_cap_s: Annotated[float, Field(ge=0)] | None = None
+    # Budgets of their own per error class; the classes without one share max_retries.
+    max_rate_limited_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+    max_timeout_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+    max_transient_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+
+
+class _BudgetEntry(_Strict):
+    max_cost_usd: Annotated[float, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
 
 
 class _GenerationEntry(_Strict):
@@ -112,6 +140,31 @@ class _GenerationEntry(_Strict):
             top_p=self.top_p,
             seed=self.seed,
             stop=tuple(self.stop),
+        )
+
+
+class _JudgeEntry(_Strict):
+    model: _NonEmpty
+    rubric: str = ""  # empty: the server's default rubric
+    score_format: Literal["pass_fail", "scale"] = "pass_fail"
+    scale: Annotated[list[int], Field(min_length=2, max_length=2)] | None = None
+    pass_threshold: int | None = None
+    rounds: Annotated[int, Field(ge=1)] = 1
+    parse_retries: Annotated[int, Field(ge=0)] | None = None
+    generation: _GenerationEntry | None = None
+
+    def options(self) -> JudgeOptions:
+        low, high = self.scale or (0, 0)
+        return JudgeOptions(
+            model_id=self.model,
+            rubric=self.rubric,
+            score_format=JudgeScoreFormat(self.score_format),
+            scale_min=low,
+            scale_max=high,
+            pass_threshold=self.pass_threshold,
+            rounds=self.rounds,
+            parse_retries=self.parse_retries,
+            generation=None if self.generation is None else self.generation.params(),
         )
 
 
@@ -136,11 +189,17 @@ class RunSpecFile(_Strict):
     max_concurrency: Annotated[int, Field(ge=1)] | None = None
     repeat: Annotated[int, Field(ge=1)] = 1
     retry_policy: _RetryEntry | None = None
+    budget: _BudgetEntry | None = None
     generation: _GenerationEntry | None = None
     labels: dict[str, str] = {}
     request_id: str | None = None
     prompt: _PromptEntry | None = None
     choice_scoring: Literal["text", "logprobs"] | None = None
+    judge: _JudgeEntry | None = None
+    response_cache: bool = False
+
+    def judge_options(self) -> JudgeOptions | None:
+        return None if self.judge is None else self.judge.options()
 
     def dataset_refs(self) -> list[DatasetRef]:
         return [DatasetRef(entry.name, entry.version) for entry in self.datasets]
@@ -154,7 +213,16 @@ class RunSpecFile(_Strict):
             backoff_s=tuple(entry.backoff_s),
             jitter_fraction=entry.jitter_fraction,
             retry_after_cap_s=entry.retry_after_cap_s,
+            max_rate_limited_retries=entry.max_rate_limited_retries,
+            max_timeout_retries=entry.max_timeout_retries,
+            max_transient_retries=entry.max_transient_retries,
         )
+
+    def run_budget(self) -> Budget | None:
+        entry = self.budget
+        if entry is None:
+            return None
+        return Budget(max_cost_usd=entry.max_cost_usd, max_tokens=entry.max_tokens)
 
     def generation_params(self) -> GenerationParams | None:
         return None if self.generation is None else self.generation.params()

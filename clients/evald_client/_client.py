@@ -11,18 +11,43 @@ import grpc
 from google.protobuf import json_format
 
 from evald.v1 import dataset_pb2, run_pb2, service_pb2, service_pb2_grpc
-from evald_client import _convert as convert
 from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig, open_channel
 from evald_client._comparison import ModelPair, RunComparison
+from evald_client._convert_common import (
+    category_to_proto,
+    reason_to_proto,
+    run_state_to_proto,
+    subtask_state_to_proto,
+    task_type_to_proto,
+)
 from evald_client._convert_comparison import comparison_from_proto, model_pair_to_proto
+from evald_client._convert_requests import (
+    budget_to_proto,
+    choice_scoring_to_proto,
+    dataset_options_to_proto,
+    dataset_ref_to_proto,
+    generation_to_proto,
+    judge_options_to_proto,
+    prompt_to_proto,
+    retry_policy_to_proto,
+)
+from evald_client._convert_results import result_from_proto
+from evald_client._convert_runs import (
+    dataset_from_proto,
+    model_from_proto,
+    run_from_proto,
+    sample_from_proto,
+)
 from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
 from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
 from evald_client._events import RunEvent
 from evald_client._models import (
+    Budget,
     Dataset,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryOutcome,
@@ -117,7 +142,7 @@ class AsyncEvaldClient:
     async def list_models(self) -> list[Model]:
         """The models runs may use, sorted by id."""
         response = await self._call(self._stub.ListModels, service_pb2.ListModelsRequest())
-        return [convert.model_from_proto(m) for m in response.models]
+        return [model_from_proto(m) for m in response.models]
 
     async def upload_dataset(
         self,
@@ -145,13 +170,13 @@ class AsyncEvaldClient:
         header = dataset_pb2.UploadDatasetHeader(
             name=name,
             benchmark_version=version,
-            task_type=convert.task_type_to_proto(TaskType(task_type)),
+            task_type=task_type_to_proto(TaskType(task_type)),
             request_id=request_id or "",
         )
         if prompt_template is not None:
             header.prompt_template = prompt_template
         if prompt is not None:
-            header.prompt.CopyFrom(convert.prompt_to_proto(prompt))
+            header.prompt.CopyFrom(prompt_to_proto(prompt))
         # The declared length lets the server tell a complete upload from one cut off.
         if path is not None:
             header.content_length = (await anyio.Path(path).stat()).st_size
@@ -162,7 +187,7 @@ class AsyncEvaldClient:
             chunks = chunks_from_spool(spool, chunk_bytes)
         call = self._stub.UploadDataset(metadata=self._metadata, timeout=self._timeout_s)
         response = await send_upload(call, header, chunks)
-        return convert.dataset_from_proto(response.dataset)
+        return dataset_from_proto(response.dataset)
 
     async def get_dataset(
         self,
@@ -180,7 +205,7 @@ class AsyncEvaldClient:
         else:
             raise ValueError("get_dataset: give dataset_id, or name and version")
         response = await self._call(self._stub.GetDataset, request)
-        return convert.dataset_from_proto(response.dataset)
+        return dataset_from_proto(response.dataset)
 
     async def list_datasets(
         self,
@@ -192,9 +217,9 @@ class AsyncEvaldClient:
         """Dataset versions, newest first, fetched page by page."""
         request = service_pb2.ListDatasetsRequest(page_size=page_size, name=name or "")
         if task_type is not None:
-            request.task_type = convert.task_type_to_proto(TaskType(task_type))
+            request.task_type = task_type_to_proto(TaskType(task_type))
         async for item in self._pages(self._stub.ListDatasets, request, "datasets"):
-            yield convert.dataset_from_proto(item)
+            yield dataset_from_proto(item)
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -213,57 +238,68 @@ class AsyncEvaldClient:
         dataset_options: Sequence[DatasetOptions] = (),
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
+        budget: Budget | None = None,
+        judge: JudgeOptions | None = None,
+        response_cache: bool = False,
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
         ``dataset_options`` set generation parameters, prompt options and choice
         scoring for single datasets (winning over ``generation``, ``prompt`` and
-        ``choice_scoring``, which apply to every dataset of the run).
+        ``choice_scoring``, which apply to every dataset of the run). ``budget`` caps
+        what the run may spend (cost in USD, tokens). ``judge`` grades every answer with
+        a judge model; ``response_cache`` answers from (and fills) the server's
+        response cache.
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
             name=name,
             model_ids=list(models),
-            datasets=[convert.dataset_ref_to_proto(ref) for ref in refs],
+            datasets=[dataset_ref_to_proto(ref) for ref in refs],
             repeat=repeat,
             labels=dict(labels or {}),
         )
         if max_concurrency is not None:
             spec.max_concurrency = max_concurrency
         if retry_policy is not None:
-            spec.retry_policy.CopyFrom(convert.retry_policy_to_proto(retry_policy))
+            spec.retry_policy.CopyFrom(retry_policy_to_proto(retry_policy))
         if generation is not None:
-            spec.generation_overrides.CopyFrom(convert.generation_to_proto(generation))
-        spec.dataset_options.extend(convert.dataset_options_to_proto(o) for o in dataset_options)
+            spec.generation_overrides.CopyFrom(generation_to_proto(generation))
+        spec.dataset_options.extend(dataset_options_to_proto(o) for o in dataset_options)
         if prompt is not None:
-            spec.prompt.CopyFrom(convert.prompt_to_proto(prompt))
+            spec.prompt.CopyFrom(prompt_to_proto(prompt))
         if choice_scoring is not None:
-            spec.choice_scoring = convert.choice_scoring_to_proto(ChoiceScoring(choice_scoring))
+            spec.choice_scoring = choice_scoring_to_proto(ChoiceScoring(choice_scoring))
+        if budget is not None:
+            spec.budget.CopyFrom(budget_to_proto(budget))
+        if judge is not None:
+            spec.judge.CopyFrom(judge_options_to_proto(judge))
+        spec.response_cache = response_cache
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
-        return convert.run_from_proto(response.run)
+        return run_from_proto(response.run)
 
     async def get_run(self, run_id: str) -> Run:
         """The run's spec, state and progress now."""
         request = service_pb2.GetRunRequest(run_id=run_id)
         response = await self._call(self._stub.GetRun, request)
-        return convert.run_from_proto(response.run)
+        return run_from_proto(response.run)
 
     async def list_runs(
         self, *, states: Iterable[RunState] = (), page_size: int = 0
     ) -> AsyncGenerator[Run, None]:
         """Runs, newest first, optionally only in some states, fetched page by page."""
         request = service_pb2.ListRunsRequest(
-            page_size=page_size, states=[convert.run_state_to_proto(s) for s in states]
+            page_size=page_size, states=[run_state_to_proto(s) for s in states]
         )
         async for item in self._pages(self._stub.ListRuns, request, "runs"):
-            yield convert.run_from_proto(item)
+            yield run_from_proto(item)
 
     async def cancel_run(self, run_id: str) -> Run:
         """Cancel the run (a terminal run is returned unchanged)."""
         request = service_pb2.CancelRunRequest(run_id=run_id)
         response = await self._call(self._stub.CancelRun, request)
-        return convert.run_from_proto(response.run)
+        return run_from_proto(response.run)
 
     async def retry_run(
         self,
@@ -282,12 +318,12 @@ class AsyncEvaldClient:
         request = service_pb2.RetryRunRequest(
             run_id=run_id,
             task_ids=list(task_ids),
-            categories=[convert.category_to_proto(c) for c in categories],
-            reasons=[convert.reason_to_proto(r) for r in reasons],
-            states=[convert.subtask_state_to_proto(s) for s in states],
+            categories=[category_to_proto(c) for c in categories],
+            reasons=[reason_to_proto(r) for r in reasons],
+            states=[subtask_state_to_proto(s) for s in states],
         )
         response = await self._call(self._stub.RetryRun, request)
-        return RetryOutcome(run=convert.run_from_proto(response.run), requeued=response.requeued)
+        return RetryOutcome(run=run_from_proto(response.run), requeued=response.requeued)
 
     def watch(self, run_id: str, *, after_seq: int = 0) -> AsyncGenerator[RunEvent, None]:
         """The run's events with seq > ``after_seq``, then live, until its terminal state.
@@ -325,7 +361,7 @@ class AsyncEvaldClient:
         """One typed result per scored task of the run, in the run's task order."""
         request = service_pb2.ListResultsRequest(run_id=run_id, task_ids=list(task_ids))
         return [
-            convert.result_from_proto(item)
+            result_from_proto(item)
             async for item in self._pages(self._stub.ListResults, request, "results")
         ]
 
@@ -377,8 +413,8 @@ class AsyncEvaldClient:
         request = service_pb2.ListSamplesRequest(
             run_id=run_id,
             task_id=task_id or "",
-            states=[convert.subtask_state_to_proto(s) for s in states],
+            states=[subtask_state_to_proto(s) for s in states],
             page_size=page_size,
         )
         async for item in self._pages(self._stub.ListSamples, request, "samples"):
-            yield convert.sample_from_proto(item)
+            yield sample_from_proto(item)

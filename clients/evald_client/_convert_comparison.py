@@ -1,8 +1,6 @@
 """``evald.v1.RunComparison`` → the SDK's dataclasses; ``ModelPair`` → proto."""
 
-from typing import Any
-
-from evald.v1 import comparison_pb2, enums_pb2, result_pb2
+from evald.v1 import comparison_pb2, enums_pb2
 from evald_client._comparison import (
     MetricComparison,
     ModelPair,
@@ -12,32 +10,14 @@ from evald_client._comparison import (
     TaskPairing,
     UnmatchedTask,
 )
-from evald_client._enums import IntervalMethod, TaskType
-from evald_client._results import MetricInterval
-
-
-def _enum(cls: Any, wrapper: Any, value: int, prefix: str) -> Any:
-    try:
-        name = str(wrapper.Name(value)).removeprefix(prefix)
-    except ValueError:  # a value newer than this client
-        name = "UNSPECIFIED"
-    return cls.__members__.get(name, cls.__members__["UNSPECIFIED"])
+from evald_client._convert_common import enum_from_proto
+from evald_client._convert_results import interval_from_proto
+from evald_client._enums import TaskType
 
 
 def model_pair_to_proto(pair: ModelPair) -> comparison_pb2.ModelPair:
     return comparison_pb2.ModelPair(
         baseline_model_id=pair.baseline_model_id, candidate_model_id=pair.candidate_model_id
-    )
-
-
-def _interval(message: result_pb2.MetricInterval) -> MetricInterval:
-    return MetricInterval(
-        lower=message.lower,
-        upper=message.upper,
-        confidence_level=message.confidence_level,
-        method=_enum(IntervalMethod, result_pb2.IntervalMethod, message.method, "INTERVAL_METHOD_"),
-        resamples=message.resamples,
-        seed=message.seed,
     )
 
 
@@ -47,9 +27,9 @@ def _metric(message: comparison_pb2.MetricComparison) -> MetricComparison:
         baseline_value=message.baseline_value,
         candidate_value=message.candidate_value,
         delta=message.delta,
-        delta_interval=_interval(message.delta_interval),
+        delta_interval=interval_from_proto(message.delta_interval),
         p_value=message.p_value,
-        test=_enum(PairedTest, comparison_pb2.PairedTest, message.test, "PAIRED_TEST_"),
+        test=enum_from_proto(PairedTest, comparison_pb2.PairedTest, message.test, "PAIRED_TEST_"),
         records_improved=message.records_improved,
         records_worsened=message.records_worsened,
         records_unchanged=message.records_unchanged,
@@ -65,7 +45,7 @@ def _task(message: comparison_pb2.TaskComparison) -> TaskComparison:
         candidate_model_id=message.candidate_model_id,
         dataset_name=message.dataset_name,
         benchmark_version=message.benchmark_version,
-        task_type=_enum(TaskType, enums_pb2.TaskType, message.task_type, "TASK_TYPE_"),
+        task_type=enum_from_proto(TaskType, enums_pb2.TaskType, message.task_type, "TASK_TYPE_"),
         paired_samples=message.paired_samples,
         paired_records=message.paired_records,
         baseline_only_records=message.baseline_only_records,
@@ -90,7 +70,7 @@ def comparison_from_proto(message: comparison_pb2.RunComparison) -> RunCompariso
     return RunComparison(
         baseline_run_id=message.baseline_run_id,
         candidate_run_id=message.candidate_run_id,
-        task_pairing=_enum(
+        task_pairing=enum_from_proto(
             TaskPairing, comparison_pb2.TaskPairing, message.task_pairing, "TASK_PAIRING_"
         ),
         tasks=tuple(_task(t) for t in message.tasks),

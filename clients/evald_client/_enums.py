@@ -37,6 +37,14 @@ class ChoiceScoring(StrEnum):
     LOGPROBS = "logprobs"
 
 
+class JudgeScoreFormat(StrEnum):
+    """What a judge model answers with: a pass/fail verdict, or a score on a scale."""
+
+    UNSPECIFIED = "unspecified"
+    PASS_FAIL = "pass_fail"
+    SCALE = "scale"
+
+
 class RunState(StrEnum):
     """The lifecycle of a run."""
 

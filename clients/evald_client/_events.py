@@ -4,11 +4,11 @@ Every event has the ``seq`` of its place in the log; ``Heartbeat`` repeats the c
 seq and is not itself logged.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from evald_client._enums import RunState
-from evald_client._models import EvalError, RunProgress
+from evald_client._models import EvalError, RetryCounts, RunProgress
 from evald_client._results import TaskResult
 
 
@@ -28,6 +28,7 @@ class StateChanged(RunEvent):
     state: RunState
     previous: RunState
     cancel_requested: bool = False
+    cancel_reason: str = ""  # why the server cancelled the run (its budget)
 
     @property
     def is_terminal(self) -> bool:
@@ -89,6 +90,7 @@ class SampleFailed(RunEvent):
     model_id: str
     attempts: int
     error: EvalError
+    failed_attempts: RetryCounts = field(default_factory=RetryCounts)  # which budget ran out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""The typed objects of datasets, models, runs and samples (converted in ``_convert``).
+"""The typed objects of datasets, models, runs and samples (converted in ``_convert_runs``).
 
 All are frozen: they are snapshots of what the server said. ``GenerationParams``,
 ``RetryPolicy`` and ``DatasetRef`` are also built by callers, for ``create_run``.
@@ -12,6 +12,7 @@ from evald_client._enums import (
     ChoiceScoring,
     ErrorCategory,
     FinishReason,
+    JudgeScoreFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -41,6 +42,39 @@ class RetryPolicy:
     backoff_s: tuple[float, ...] = ()
     jitter_fraction: float | None = None
     retry_after_cap_s: float | None = None
+    # Budgets of their own per error class; unset classes share ``max_retries``.
+    max_rate_limited_retries: int | None = None
+    max_timeout_retries: int | None = None
+    max_transient_retries: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """What a run may spend; reached, the run stops dispatching and ends CANCELLED
+    (``Run.cancel_reason`` says why). The calls in flight then still finish and count."""
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    """What successful calls cost. ``priced`` false: no price is configured (``cost_usd``
+    is then 0, not free); ``estimated``: some token counts were estimated from the text."""
+
+    cost_usd: float = 0.0
+    tokens: int = 0
+    estimated: bool = False
+    priced: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryCounts:
+    """A subtask's failed attempts by retry class since it was last queued."""
+
+    rate_limited: int = 0
+    timeout: int = 0
+    transient: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +202,26 @@ class RunProgress:
 
     counts: SubtaskCounts = SubtaskCounts()
     tasks: tuple[TaskProgress, ...] = ()
+    cost: Cost | None = None  # of the run's successful calls; None from older servers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeOptions:
+    """Grade every answer of a run with a judge model from the registry.
+
+    ``rubric`` is a template over ``{input}``, ``{reference}`` and ``{output}`` (empty:
+    the server's default rubric); ``rounds`` > 1 judges each answer repeatedly and
+    reports ``judge_agreement_rate``."""
+
+    model_id: str
+    rubric: str = ""
+    score_format: JudgeScoreFormat | str = JudgeScoreFormat.PASS_FAIL
+    scale_min: int = 0  # both 0: the server's 1-5
+    scale_max: int = 0
+    pass_threshold: int | None = None
+    rounds: int = 1
+    parse_retries: int | None = None  # None: the server's default (2)
+    generation: GenerationParams | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +239,9 @@ class RunSpec:
     dataset_options: tuple[DatasetOptions, ...] = ()
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
+    budget: Budget | None = None
+    judge: JudgeOptions | None = None
+    response_cache: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +259,7 @@ class Run:
     last_seq: int
     request_id: str
     cancel_requested: bool = False
+    cancel_reason: str = ""  # why the server cancelled it (its budget was reached)
 
     @property
     def is_terminal(self) -> bool:
@@ -215,6 +273,18 @@ class RetryOutcome:
 
     run: Run
     requeued: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampleJudgement:
+    """The judge's verdict on one answer (``score``/``passed`` None: no verdict)."""
+
+    score: float | None
+    passed: bool | None
+    rationale: str
+    rounds: int
+    agreed: bool | None  # None with fewer than two verdicts
+    error: EvalError | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,3 +314,7 @@ class Sample:
     decode_tokens_per_second: float | None = None  # completion tokens / (latency − TTFT)
     # Fields ListSamples cut to fit its page: name → full size in bytes.
     truncated_fields: Mapping[str, int] = field(default_factory=dict)
+    cost: Cost | None = None  # of the successful call; None before it
+    failed_attempts: RetryCounts = field(default_factory=RetryCounts)
+    judgement: SampleJudgement | None = None  # runs with a judge, once scored
+    cache_hit: bool = False  # answered from the response cache, no provider call

@@ -4,8 +4,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from evald_client._enums import IntervalMethod, ResultStatus, TaskType
-from evald_client._models import EvalError, GenerationParams
+from evald_client._enums import IntervalMethod, JudgeScoreFormat, ResultStatus, TaskType
+from evald_client._models import Cost, EvalError, GenerationParams
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +82,8 @@ class ExecutionProfile:
     samples_empty: int = 0
     samples_without_usage: int = 0  # token counts unknown, left out of the sums
     decode_tokens_per_second: float | None = None  # per call: tokens / (latency − TTFT)
+    cost: Cost | None = None  # of the task's successful calls; None from older servers
+    cache_hits: int = 0  # answered from the response cache (no provider call)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +109,26 @@ class Provenance:
     platform: str
     bootstrap_seed: int
     dependencies: Mapping[str, str] = field(default_factory=dict)
+    judge: "JudgeProvenance | None" = None  # runs with a judge
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeProvenance:
+    """Who graded a task's answers, with which rubric and parameters."""
+
+    model_id: str
+    provider: str
+    provider_model: str
+    params: GenerationParams
+    rubric_sha256: str
+    score_format: JudgeScoreFormat
+    scale_min: int
+    scale_max: int
+    pass_threshold: float
+    rounds: int
+    parse_retries: int
+    judged_samples: int
+    unjudged_samples: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,3 +303,4 @@ class TaskResult:
     provenance: Provenance
     created_time: datetime | None
     payload: Payload | None
+    judge_execution: ExecutionProfile | None = None  # the judge's calls, counted apart

@@ -26,10 +26,12 @@ from evald_client._comparison import ModelPair, RunComparison
 from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
 from evald_client._events import RunEvent
 from evald_client._models import (
+    Budget,
     Dataset,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
+    JudgeOptions,
     Model,
     PromptOptions,
     RetryOutcome,
@@ -230,6 +232,9 @@ class EvaldClient:
         dataset_options: Sequence[DatasetOptions] = (),
         prompt: PromptOptions | None = None,
         choice_scoring: ChoiceScoring | str | None = None,
+        budget: Budget | None = None,
+        judge: JudgeOptions | None = None,
+        response_cache: bool = False,
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -246,6 +251,9 @@ class EvaldClient:
                 dataset_options=dataset_options,
                 prompt=prompt,
                 choice_scoring=choice_scoring,
+                budget=budget,
+                judge=judge,
+                response_cache=response_cache,
             )
         )
 

@@ -15,7 +15,7 @@ import anyio
 import grpc
 
 from evald.v1 import service_pb2
-from evald_client._convert import event_from_proto
+from evald_client._convert_events import event_from_proto
 from evald_client._errors import EvaldError, Unavailable, error_from_rpc
 from evald_client._events import Heartbeat, RunEvent, StateChanged
 

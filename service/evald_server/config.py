@@ -67,6 +67,13 @@ class AdaptiveConcurrency(_Section):
     cooldown_s: Annotated[float, Field(ge=0.0, le=3600.0)] = 0.2
 
 
+class Price(_Section):
+    """A model's price in USD per million tokens (README, "Rate limits and cost")."""
+
+    input_per_million: Annotated[float, Field(ge=0.0, le=1_000_000.0)]
+    output_per_million: Annotated[float, Field(ge=0.0, le=1_000_000.0)]
+
+
 class ModelConfig(_Section):
     """One ``[[models]]`` table: a model clients may refer to by ``id``."""
 
@@ -90,6 +97,7 @@ class ModelConfig(_Section):
     requests_per_minute: Annotated[float, Field(gt=0.0)] | None = None
     tokens_per_minute: Annotated[float, Field(gt=0.0)] | None = None
     budget_burst_s: Annotated[float, Field(gt=0.0, le=60.0)] = 1.0  # bucket depth
+    price: Price | None = None  # cost accounting; None: the model's cost is unknown
 
     @model_validator(mode="after")
     def _adaptive_bounds(self) -> "ModelConfig":
@@ -215,6 +223,26 @@ class LimitsSection(_Section):
     events_retained_per_run: Annotated[int, Field(ge=100)] = 100_000
 
 
+class EngineSection(_Section):
+    """``[engine]``: tuning of the engine and the upload path. The defaults suit one
+    machine; none of these changes what a run computes, only when and how fast."""
+
+    # A watcher with nothing new gets a heartbeat carrying the current seq this often.
+    heartbeat_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 5.0
+    # Outcomes are written in batches of at most ``commit_batch``, at most
+    # ``commit_delay_s`` after the first of a batch arrived.
+    commit_batch: Annotated[int, Field(ge=1, le=100_000)] = 256
+    commit_delay_s: Annotated[float, Field(ge=0.0, le=10.0)] = 0.02
+    # Scoring worker processes (default: one less than the CPUs, between 1 and 4).
+    scoring_workers: Annotated[int, Field(ge=1, le=256)] | None = None
+    # Finished tasks scored at once (each holds one worker while it is scored).
+    scoring_concurrency: Annotated[int, Field(ge=1, le=256)] = 2
+    # Samples per page a task is scored in while its answers arrive (pools that can).
+    score_page_size: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
+    # The most one dataset upload may be: it is held in memory while it is validated.
+    max_upload_bytes: Annotated[int, Field(ge=1024, le=1 << 40)] = 512 * 1024 * 1024
+
+
 class MetricsSection(_Section):
     # The endpoint has no authentication: loopback only (a sidecar or node agent scrapes).
     listen: str | None = None
@@ -250,6 +278,15 @@ class AuthSection(_Section):
     tokens: tuple[TokenEntry, ...] = ()
 
 
+class CacheSection(_Section):
+    """The response cache that runs opt into (``response_cache``)."""
+
+    ttl_s: Annotated[float, Field(gt=0.0, le=365 * 86_400.0)] = 7 * 86_400.0
+    max_entries: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
+    # Models whose cached answers every tenant shares (default: each tenant its own).
+    shared_models: tuple[str, ...] = ()
+
+
 class ServerConfig(_Section):
     server: ServerSection = ServerSection()
     store: StoreSection = StoreSection()
@@ -257,6 +294,15 @@ class ServerConfig(_Section):
     models: tuple[ModelConfig, ...] = ()
     auth: AuthSection = AuthSection()
     metrics: MetricsSection = MetricsSection()
+    engine: EngineSection = EngineSection()
+    cache: CacheSection = CacheSection()
+
+    @model_validator(mode="after")
+    def _shared_cache_models_known(self) -> "ServerConfig":
+        unknown = sorted(set(self.cache.shared_models) - {m.id for m in self.models})
+        if unknown:
+            raise ValueError(f"cache.shared_models: not configured models: {unknown}")
+        return self
 
     @model_validator(mode="after")
     def _unique_ids_and_local_mode(self) -> "ServerConfig":

@@ -80,43 +80,6 @@ def chunk(data: bytes) -> service_pb2.UploadDatasetRequest:
     return service_pb2.UploadDatasetRequest(chunk=data)
 
 
-def classification(n: int, prefix: str = "c") -> list[dict[str, Any]]:
-    return [
-        {"id": f"{prefix}{i}", "input": f"is {i} even?", "label": "yes" if i % 2 == 0 else "no"}
-        for i in range(n)
-    ]
-
-
-def qa(n: int, prefix: str = "q") -> list[dict[str, Any]]:
-    return [
-        {"id": f"{prefix}{i}", "question": f"What is item {i}?", "answers": ["a lamp"]}
-        for i in range(n)
-    ]
-
-
-def simulated(
-    model_id: str,
-    *,
-    latency_ms: float = 1.0,
-    max_concurrency: int = 4,
-    accuracy: float = 0.8,
-    fault_rate: float = 0.0,
-) -> dict[str, Any]:
-    """A ``[[models]]`` table of the built-in simulated provider (fixed latency)."""
-    return {
-        "id": model_id,
-        "provider": "simulated",
-        "max_concurrency": max_concurrency,
-        "simulator": {
-            "accuracy": accuracy,
-            "latency_ms_median": latency_ms,
-            "latency_sigma": 0.0,
-            "fault_rate": fault_rate,
-            "seed": 7,
-        },
-    }
-
-
 def event_kinds(events: Sequence[Any]) -> list[str]:
     """The oneof kind of each ``WatchRunResponse``."""
     return [e.event.WhichOneof("kind") for e in events]

@@ -25,8 +25,8 @@ from evald_client import (
     TaskState,
 )
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
-from tests._shared import wait_for
-from tests.api._support import assert_reason, classification, fails, raw_stub, simulated
+from tests._shared import classification_records, simulated_model, wait_for
+from tests.api._support import assert_reason, fails, raw_stub
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -43,17 +43,12 @@ class Cancelled:
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     config = make_config(
         tmp_path_factory.mktemp("cancel"),
         models=[
-            simulated("sim-200ms", latency_ms=200, max_concurrency=2, accuracy=1.0),
-            simulated("sim-fast", latency_ms=1, max_concurrency=4),
+            simulated_model("sim-200ms", latency_ms=200, max_concurrency=2, accuracy=1.0),
+            simulated_model("sim-fast", latency_ms=1, max_concurrency=4),
         ],
     )
     async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
@@ -61,7 +56,7 @@ async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str
             name="records",
             version="1.0.0",
             task_type="classification",
-            records=classification(SLOW_RECORDS),
+            records=classification_records(SLOW_RECORDS, prefix="c"),
         )
         yield bound
 
@@ -179,7 +174,10 @@ async def test_retry_requeues_permanently_failed_samples(tmp_path: Path) -> None
         config = make_config(tmp_path, models=[model])
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="eight", version="1.0.0", task_type="classification", records=classification(8)
+                name="eight",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(8, prefix="c"),
             )
             run = await client.create_run(
                 models=["fake-m"], datasets=[("eight", "1.0.0")], retry_policy=TINY_BACKOFF
@@ -247,7 +245,10 @@ async def test_retry_by_reason_requeues_only_the_rate_limited_samples(tmp_path: 
         config = make_config(tmp_path, models=[model])
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="eight", version="1.0.0", task_type="classification", records=classification(8)
+                name="eight",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(8, prefix="c"),
             )
             run = await client.create_run(
                 models=["fake-m"], datasets=[("eight", "1.0.0")], retry_policy=no_retries

@@ -17,7 +17,7 @@ import pytest
 
 from evald_client import AsyncEvaldClient, Progress, RunState
 from evald_server.fake_provider import FakeConfig, FakeProvider
-from tests.api._support import classification
+from tests._shared import classification_records
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +31,10 @@ async def test_running_counts_calls_in_flight_and_queued_the_claimed_rest(
         config = make_config(tmp_path, models=[model])
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="d", version="1.0.0", task_type="classification", records=classification(16)
+                name="d",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(16, prefix="c"),
             )
             run = await client.create_run(models=["m"], datasets=[("d", "1.0.0")])
             seen_queued = 0
@@ -73,7 +76,10 @@ async def test_throughput_is_measured_from_what_completes_and_unknown_at_first(
         config = make_config(tmp_path, models=[model])
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="d", version="1.0.0", task_type="classification", records=classification(10)
+                name="d",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(10, prefix="c"),
             )
             run = await client.create_run(models=["slow"], datasets=[("d", "1.0.0")])
             assert run.created_time is not None
@@ -103,7 +109,10 @@ async def test_cancel_run_answers_with_the_state_the_cancel_produced(tmp_path: P
         config = make_config(tmp_path, models=[model])
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="d", version="1.0.0", task_type="classification", records=classification(6)
+                name="d",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(6, prefix="c"),
             )
             run = await client.create_run(models=["hang"], datasets=[("d", "1.0.0")])
             await fake.wait_until(lambda j: j.in_flight("hang") == 2, timeout_s=30)

@@ -25,16 +25,8 @@ from evald_client import (
     SubtaskState,
 )
 from evald_server.config import parse_config
-from tests._shared import wait_for
-from tests.api._support import (
-    assert_reason,
-    classification,
-    fails,
-    failure_of,
-    health_status,
-    raw_stub,
-    simulated,
-)
+from tests._shared import classification_records, simulated_model, wait_for
+from tests.api._support import assert_reason, fails, failure_of, health_status, raw_stub
 from tests.harness import ServerProcess, config_data, running_server, write_config
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +58,9 @@ async def _exit_code(server: ServerProcess) -> int:
 @pytest.mark.anyio
 async def test_sigterm_drains_then_a_restart_finishes_the_run(tmp_path: Path) -> None:
     records = 10
-    data = config_data(tmp_path, models=[simulated("sim-200ms", latency_ms=200, max_concurrency=2)])
+    data = config_data(
+        tmp_path, models=[simulated_model("sim-200ms", latency_ms=200, max_concurrency=2)]
+    )
     with _process(tmp_path, data) as server:
         address = await _in_thread(server.start)
         async with AsyncEvaldClient(address) as client:
@@ -74,7 +68,7 @@ async def test_sigterm_drains_then_a_restart_finishes_the_run(tmp_path: Path) ->
                 name="drain",
                 version="1.0.0",
                 task_type="classification",
-                records=classification(records),
+                records=classification_records(records, prefix="c"),
             )
             run = await client.create_run(models=["sim-200ms"], datasets=[("drain", "1.0.0")])
 
@@ -135,12 +129,15 @@ async def _read_to_the_end(call: Any) -> None:
 
 
 async def test_an_open_watch_ends_with_server_draining(tmp_path: Path) -> None:
-    data = config_data(tmp_path, models=[simulated("sim-slow", latency_ms=30_000)])
+    data = config_data(tmp_path, models=[simulated_model("sim-slow", latency_ms=30_000)])
     with _process(tmp_path, data) as server:
         address = await _in_thread(server.start)
         async with AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="wait", version="1.0.0", task_type="classification", records=classification(3)
+                name="wait",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(3, prefix="c"),
             )
             run = await client.create_run(models=["sim-slow"], datasets=[("wait", "1.0.0")])
         async with raw_stub(address) as stub:
@@ -162,7 +159,9 @@ async def test_an_open_watch_ends_with_server_draining(tmp_path: Path) -> None:
 async def test_sdk_watch_resumes_across_a_restart_without_gap_or_duplicate(
     tmp_path: Path,
 ) -> None:
-    data = config_data(tmp_path, models=[simulated("sim-200ms", latency_ms=200, max_concurrency=2)])
+    data = config_data(
+        tmp_path, models=[simulated_model("sim-200ms", latency_ms=200, max_concurrency=2)]
+    )
     patient = ReconnectPolicy(max_attempts=100, initial_backoff_s=0.05, max_backoff_s=0.2)
     with _process(tmp_path, data) as server:
         address = await _in_thread(server.start)
@@ -171,7 +170,7 @@ async def test_sdk_watch_resumes_across_a_restart_without_gap_or_duplicate(
                 name="across",
                 version="1.0.0",
                 task_type="classification",
-                records=classification(12),
+                records=classification_records(12, prefix="c"),
             )
             run = await client.create_run(models=["sim-200ms"], datasets=[("across", "1.0.0")])
             seen: list[RunEvent] = []

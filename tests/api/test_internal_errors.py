@@ -15,15 +15,8 @@ import pytest
 
 from evald.v1 import service_pb2
 from evald_client import AsyncEvaldClient, InternalError, RunState
-from tests.api._support import (
-    RpcFailure,
-    assert_reason,
-    classification,
-    fails,
-    raw_stub,
-    simulated,
-    stream_fails,
-)
+from tests._shared import classification_records, simulated_model
+from tests.api._support import RpcFailure, assert_reason, fails, raw_stub, stream_fails
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -41,18 +34,16 @@ class Damaged:
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def damaged(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Damaged]:
     """A server with one finished run; the tests corrupt its rows one by one."""
     directory = tmp_path_factory.mktemp("internal")
-    config = make_config(directory, models=[simulated("sim-a")])
+    config = make_config(directory, models=[simulated_model("sim-a")])
     async with running_server(config) as address, AsyncEvaldClient(address) as client:
         dataset = await client.upload_dataset(
-            name="fine", version="1.0.0", task_type="classification", records=classification(6)
+            name="fine",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(6, prefix="c"),
         )
         run = await client.create_run(models=["sim-a"], datasets=[("fine", "1.0.0")])
         assert (await client.wait(run.run_id, timeout_s=30)).state is RunState.SUCCEEDED

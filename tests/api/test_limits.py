@@ -13,15 +13,8 @@ from google.protobuf import duration_pb2
 
 from evald.v1 import dataset_pb2, enums_pb2, model_pb2, run_pb2, service_pb2
 from evald_client import AsyncEvaldClient, ResourceExhausted, RunState
-from tests._shared import wait_for
-from tests.api._support import (
-    assert_reason,
-    classification,
-    fails,
-    raw_stub,
-    simulated,
-    stream_fails,
-)
+from tests._shared import classification_records, simulated_model, wait_for
+from tests.api._support import assert_reason, fails, raw_stub, stream_fails
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -33,15 +26,10 @@ NOT_FOUND = grpc.StatusCode.NOT_FOUND
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     config = make_config(
         tmp_path_factory.mktemp("limits"),
-        models=[simulated("sim-a"), simulated("sim-b")],
+        models=[simulated_model("sim-a"), simulated_model("sim-b")],
         limits={"max_subtasks_per_run": MAX_SUBTASKS},
     )
     async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
@@ -50,7 +38,7 @@ async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str
                 name=name,
                 version="1.0.0",
                 task_type="classification",
-                records=classification(RECORDS),
+                records=classification_records(RECORDS, prefix="c"),
             )
         yield bound
 
@@ -339,12 +327,15 @@ async def test_request_id_too_long_names_the_field(address: str) -> None:
 async def test_max_runs_in_flight_per_tenant(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,
-        models=[simulated("sim-slow", latency_ms=5_000, max_concurrency=1)],
+        models=[simulated_model("sim-slow", latency_ms=5_000, max_concurrency=1)],
         limits={"max_runs_in_flight_per_tenant": 1},
     )
     async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
         await client.upload_dataset(
-            name="few", version="1.0.0", task_type="classification", records=classification(3)
+            name="few",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(3, prefix="c"),
         )
         first = await client.create_run(models=["sim-slow"], datasets=[("few", "1.0.0")])
         with pytest.raises(ResourceExhausted) as info:
@@ -364,12 +355,15 @@ async def test_runs_in_flight_per_tenant_hold_under_a_concurrent_burst(tmp_path:
     cap, burst = 3, 40
     config = make_config(
         tmp_path,
-        models=[simulated("sim-slow", latency_ms=5_000, max_concurrency=1)],
+        models=[simulated_model("sim-slow", latency_ms=5_000, max_concurrency=1)],
         limits={"max_runs_in_flight_per_tenant": cap},
     )
     async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
         await client.upload_dataset(
-            name="few", version="1.0.0", task_type="classification", records=classification(2)
+            name="few",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(2, prefix="c"),
         )
         created: list[str] = []
         refused: list[ResourceExhausted] = []

@@ -1,6 +1,5 @@
 """The Prometheus endpoint: scraped during and after a real run on simulated models."""
 
-import socket
 from pathlib import Path
 
 import aiohttp
@@ -10,16 +9,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from evald_client import AsyncEvaldClient, RetryPolicy
 from evald_server.config import ConfigError, parse_config
-from tests.api._support import classification
+from tests._shared import classification_records, free_port
 from tests.harness import config_data, running_server
 
 RECORDS = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -38,7 +31,7 @@ def _value(
 
 @pytest.mark.anyio
 async def test_scraping_during_and_after_a_run(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     models = [
         {
             "id": "sim-slow",
@@ -59,7 +52,7 @@ async def test_scraping_during_and_after_a_run(tmp_path: Path) -> None:
             name="m",
             version="1.0.0",
             task_type="classification",
-            records=classification(RECORDS),
+            records=classification_records(RECORDS, prefix="c"),
         )
         run = await client.create_run(
             models=["sim-slow"],

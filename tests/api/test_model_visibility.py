@@ -23,7 +23,7 @@ from evald_cli._dashboard import PlainLines, RunView, render
 from evald_cli._render import results_tables
 from evald_client import AsyncEvaldClient, Progress, RetryPolicy, RunState
 from evald_server.fake_provider import FakeConfig, FakeProvider
-from tests.api._support import classification, simulated
+from tests._shared import classification_records, simulated_model, wait_for
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +53,10 @@ async def test_an_unreachable_model_says_so_within_seconds(
     config = make_config(tmp_path, models=[_unreachable("gone", port)])
     async with running_server(config) as address, AsyncEvaldClient(address) as client:
         await client.upload_dataset(
-            name="d", version="1.0.0", task_type="classification", records=classification(4)
+            name="d",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(4, prefix="c"),
         )
         # The default retry policy: the first retry is 5 s (±50 %) away.
         run = await client.create_run(models=["gone"], datasets=[("d", "1.0.0")])
@@ -87,9 +90,11 @@ async def test_an_unreachable_model_says_so_within_seconds(
         PlainLines(Console(file=plain, width=300, force_terminal=False)).show(view, found)
         assert "model gone: " in plain.getvalue()
         assert "PROVIDER_CONNECTION_ERROR" in plain.getvalue()
-        with anyio.fail_after(5):  # the server log says so too, once per streak
-            while not any("model gone: " in r.getMessage() for r in caplog.records):  # noqa: ASYNC110
-                await anyio.sleep(0.05)
+
+        async def logged() -> bool:  # the server log says so too, once per streak
+            return any("model gone: " in r.getMessage() for r in caplog.records)
+
+        await wait_for(logged, timeout_s=5, every_s=0.05)
         (line,) = [r.getMessage() for r in caplog.records if "model gone: " in r.getMessage()]
         assert "consecutive failed calls" in line
         assert f"127.0.0.1:{port}" in line
@@ -101,7 +106,10 @@ async def test_the_results_table_names_why_a_task_failed(tmp_path: Path) -> None
     config = make_config(tmp_path, models=[_unreachable("gone", port)])
     async with running_server(config) as address, AsyncEvaldClient(address) as client:
         await client.upload_dataset(
-            name="d", version="1.0.0", task_type="classification", records=classification(3)
+            name="d",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(3, prefix="c"),
         )
         run = await client.create_run(
             models=["gone"], datasets=[("d", "1.0.0")], retry_policy=RetryPolicy(max_retries=0)
@@ -125,7 +133,7 @@ async def test_a_stalled_model_is_logged_and_shown(
         hang = fake.model_config("hang", max_concurrency=1).model_dump(mode="json")
         config = make_config(
             tmp_path,
-            models=[hang, simulated("other", latency_ms=1)],
+            models=[hang, simulated_model("other", latency_ms=1)],
             limits={"max_inflight": 1},
         )
         config = config.model_copy(
@@ -134,7 +142,10 @@ async def test_a_stalled_model_is_logged_and_shown(
         caplog.set_level(logging.WARNING, logger="evald_server.engine._engine")
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="d", version="1.0.0", task_type="classification", records=classification(4)
+                name="d",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(4, prefix="c"),
             )
             first = await client.create_run(models=["hang"], datasets=[("d", "1.0.0")])
             await fake.wait_until(lambda j: j.in_flight("hang") == 1, timeout_s=30)

@@ -12,7 +12,7 @@ from rich.console import Console
 from evald_cli._dashboard import RunView, render
 from evald_client import AsyncEvaldClient, Progress, RetryPolicy
 from evald_server.fake_provider import FakeConfig, FakeProvider
-from tests.api._support import classification
+from tests._shared import classification_records
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -30,7 +30,10 @@ async def test_progress_and_dashboard_show_the_adaptive_limit_and_its_episodes(
         config = make_config(tmp_path, models=[model])
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
-                name="d", version="1.0.0", task_type="classification", records=classification(60)
+                name="d",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(60, prefix="c"),
             )
             run = await client.create_run(
                 models=["m1"],

@@ -16,12 +16,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from evald.v1 import service_pb2, service_pb2_grpc
 from evald_client import AsyncEvaldClient
-from tests.api._support import (
-    classification,
-    health_status,
-    reflected_services,
-    simulated,
-)
+from tests._shared import classification_records, simulated_model
+from tests.api._support import health_status, reflected_services
 from tests.harness import make_config, running_server
 
 SERVICE = "evald.v1.EvaluationService"
@@ -46,11 +42,6 @@ T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     secret = {
         "id": "remote-z",
@@ -59,7 +50,7 @@ async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str
         "api_key_env": "EVALD_TEST_SECRET_KEY",
         "model": "gpt-internal",
     }
-    models = [simulated("sim-b"), secret, simulated("sim-a")]
+    models = [simulated_model("sim-b"), secret, simulated_model("sim-a")]
     config = make_config(tmp_path_factory.mktemp("services"), models=models)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVALD_TEST_SECRET_KEY", SECRET_KEY)
@@ -129,7 +120,10 @@ async def test_buf_curl_lists_calls_and_watches_through_reflection(address: str)
 
     async with AsyncEvaldClient(address) as client:
         await client.upload_dataset(
-            name="curl", version="1.0.0", task_type="classification", records=classification(4)
+            name="curl",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(4, prefix="c"),
         )
         run = await client.create_run(models=["sim-a"], datasets=[("curl", "1.0.0")])
         final = await client.wait(run.run_id, timeout_s=30)

@@ -11,20 +11,18 @@ import pytest
 
 from evald.v1 import dataset_pb2, enums_pb2, run_pb2, service_pb2
 from evald_client import AsyncEvaldClient, NotFound, RunState, Unauthenticated
-from tests._shared import jsonl
+from tests._shared import classification_records, jsonl, simulated_model
 from tests.api._support import (
     Metadata,
     RpcFailure,
     assert_reason,
     bearer,
     chunk,
-    classification,
     fails,
     header,
     health_status,
     raw_stub,
     reflected_services,
-    simulated,
     stream_fails,
 )
 from tests.harness import make_config, running_server
@@ -46,16 +44,11 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
     """Tenant acme owns a dataset "secret" 1.0.0 and a finished run on it."""
     config = make_config(
         tmp_path_factory.mktemp("tenancy"),
-        models=[simulated("sim-a", accuracy=0.5)],
+        models=[simulated_model("sim-a", accuracy=0.5)],
         tokens=TOKENS,
     )
     async with (
@@ -63,7 +56,10 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
         AsyncEvaldClient(address, token=TOKENS["acme"]) as acme,
     ):
         dataset = await acme.upload_dataset(
-            name="secret", version="1.0.0", task_type="classification", records=classification(5)
+            name="secret",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(5, prefix="c"),
         )
         run = await acme.create_run(models=["sim-a"], datasets=[("secret", "1.0.0")])
         finished = await acme.wait(run.run_id, timeout_s=30)
@@ -171,7 +167,8 @@ async def test_other_tenants_dataset_is_not_found_and_never_listed(world: World)
 
         # B's own "secret" 1.0.0 is another dataset: no conflict with A's version.
         own = await stub.UploadDataset(
-            iter([header("secret"), chunk(jsonl(classification(3, prefix="b")))]), metadata=B
+            iter([header("secret"), chunk(jsonl(classification_records(3, prefix="b")))]),
+            metadata=B,
         )
         assert own.created
         assert own.dataset.dataset_id != world.dataset_id
@@ -215,7 +212,8 @@ async def test_unauthenticated_on_unary_and_streaming_rpcs(world: World, case: s
             ),
             await fails(
                 stub.UploadDataset(
-                    iter([header("sneaky"), chunk(jsonl(classification(2)))]), metadata=metadata
+                    iter([header("sneaky"), chunk(jsonl(classification_records(2, prefix="c")))]),
+                    metadata=metadata,
                 )
             ),
         ]

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from evald_client import AsyncEvaldClient, StateChanged, SubtaskState, TaskScored
-from tests.api._support import classification, simulated
+from tests._shared import classification_records, simulated_model
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -34,14 +34,17 @@ async def test_samples_are_scored_the_moment_the_run_or_task_is_reported_done(
     config = make_config(
         tmp_path,
         models=[
-            simulated("sim-a", latency_ms=0.5, max_concurrency=8),
-            simulated("sim-b", latency_ms=0.5, max_concurrency=8),
+            simulated_model("sim-a", latency_ms=0.5, max_concurrency=8),
+            simulated_model("sim-b", latency_ms=0.5, max_concurrency=8),
         ],
     )
     async with running_server(config) as address, AsyncEvaldClient(address) as client:
         for name, size in (("d1", 150), ("d2", 60)):
             await client.upload_dataset(
-                name=name, version="1.0.0", task_type="classification", records=classification(size)
+                name=name,
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(size, prefix="c"),
             )
         problems: list[str] = []
         with anyio.fail_after(100):

@@ -12,8 +12,8 @@ import pytest
 
 from evald.v1 import enums_pb2, service_pb2
 from evald_client import AsyncEvaldClient, DatasetInvalid
-from tests._shared import jsonl
-from tests.api._support import assert_reason, chunk, classification, fails, header, raw_stub
+from tests._shared import classification_records, jsonl
+from tests.api._support import assert_reason, chunk, fails, header, raw_stub
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -29,11 +29,6 @@ INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 GOOD_CLS = b'{"input": "is 2 even?", "label": "yes"}\n'
 GOOD_QA = b'{"question": "Who?", "answers": ["me"]}\n'
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +107,7 @@ BAD_UPLOADS: dict[str, Bad] = {
         metadata=(("limit", "max_record_bytes"), ("limitValue", str(MAX_RECORD_BYTES))),
     ),
     "more_records_than_max_records_per_dataset": Bad(
-        records(CLS, jsonl(classification(MAX_RECORDS + 1))),
+        records(CLS, jsonl(classification_records(MAX_RECORDS + 1))),
         "DATASET_TOO_LARGE",
         line=MAX_RECORDS + 1,
         code=grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -255,7 +250,9 @@ async def test_malformed_upload_is_refused_and_stores_nothing(address: str, case
 
 async def test_sdk_reports_line_and_field_of_a_bad_file(address: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(jsonl(classification(4)) + b'{"input": "x", "label": ""}\n')
+    path.write_bytes(
+        jsonl(classification_records(4, prefix="c")) + b'{"input": "x", "label": ""}\n'
+    )
     async with AsyncEvaldClient(address) as client:
         with pytest.raises(DatasetInvalid) as info:
             await client.upload_dataset(
@@ -273,7 +270,7 @@ async def test_sdk_reports_line_and_field_of_a_bad_file(address: str, tmp_path: 
 
 
 async def test_same_version_same_content_is_the_existing_dataset(address: str) -> None:
-    body = jsonl(classification(6))
+    body = jsonl(classification_records(6, prefix="c"))
     async with raw_stub(address) as stub:
         first = await stub.UploadDataset(iter([header("twice"), *pieces(body, 11)]))
         assert first.created
@@ -286,7 +283,7 @@ async def test_same_version_same_content_is_the_existing_dataset(address: str) -
         listed = await stub.ListDatasets(service_pb2.ListDatasetsRequest(name="twice"))
         assert [d.dataset_id for d in listed.datasets] == [first.dataset.dataset_id]
 
-        other = jsonl(classification(7))
+        other = jsonl(classification_records(7, prefix="c"))
         failure = await fails(stub.UploadDataset(iter([header("twice"), chunk(other)])))
         assert_reason(
             failure,

@@ -21,13 +21,8 @@ from evald_client import (
     SampleFailed,
     StateChanged,
 )
-from tests.api._support import (
-    assert_reason,
-    classification,
-    raw_stub,
-    simulated,
-    stream_fails,
-)
+from tests._shared import classification_records, simulated_model
+from tests.api._support import assert_reason, raw_stub, stream_fails
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -43,31 +38,29 @@ TERMINAL = {
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     config = make_config(
         tmp_path_factory.mktemp("watch"),
         models=[
             # Half the calls fail for good (no retries): a sample_failed event each.
-            simulated("sim-flaky", latency_ms=15, max_concurrency=2, fault_rate=0.5),
-            simulated("sim-broken", latency_ms=0, max_concurrency=8, fault_rate=1.0),
-            simulated("sim-slow", latency_ms=30_000, max_concurrency=1),
+            simulated_model("sim-flaky", latency_ms=15, max_concurrency=2, fault_rate=0.5),
+            simulated_model("sim-broken", latency_ms=0, max_concurrency=8, fault_rate=1.0),
+            simulated_model("sim-slow", latency_ms=30_000, max_concurrency=1),
         ],
         limits={"events_retained_per_run": RETAINED},
     )
     async with running_server(config) as bound, AsyncEvaldClient(bound) as client:
         await client.upload_dataset(
-            name="small", version="1.0.0", task_type="classification", records=classification(24)
+            name="small",
+            version="1.0.0",
+            task_type="classification",
+            records=classification_records(24, prefix="c"),
         )
         await client.upload_dataset(
             name="large",
             version="1.0.0",
             task_type="classification",
-            records=classification(RETAINED + 10),
+            records=classification_records(RETAINED + 10),
         )
         yield bound
 
@@ -245,3 +238,29 @@ async def test_client_deadline_ends_only_that_watch(address: str) -> None:
         assert patient[-1] is grpc.StatusCode.OK
         assert _is_terminal_response(patient[-2])
         assert patient[-2].event.state_changed.state == enums_pb2.RUN_STATE_CANCELLED
+
+
+async def test_a_snapshots_completed_count_is_the_same_from_any_cursor(address: str) -> None:
+    """``completed_since_last`` counts the completions since the run's previous snapshot
+    (the progress tracker's count, stored with it): a watch that starts just before a
+    snapshot reads the same count as one that saw every snapshot before it."""
+    async with AsyncEvaldClient(address) as client, raw_stub(address) as stub:
+        run = await client.create_run(
+            models=["sim-flaky"], datasets=[("small", "1.0.0")], retry_policy=NO_RETRIES
+        )
+        await client.wait(run.run_id, timeout_s=30)
+
+        async def replay(after_seq: int) -> list[service_pb2.WatchRunResponse]:
+            request = service_pb2.WatchRunRequest(run_id=run.run_id, after_seq=after_seq)
+            return [r async for r in stub.WatchRun(request)]
+
+        full = [r.event for r in await replay(0) if r.event.WhichOneof("kind") == "progress"]
+        assert full, "the run wrote no progress snapshot"
+        counts = [e.progress.completed_since_last for e in full]
+        last = full[-1].progress.progress.counts
+        terminal = last.succeeded + last.failed_permanent + last.cancelled
+        assert 0 < sum(counts) <= terminal
+        for event in full:
+            resumed = (await replay(event.seq - 1))[0].event
+            assert resumed.seq == event.seq
+            assert resumed.progress.completed_since_last == event.progress.completed_since_last

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evald_cli.main import main
 from evald_client import DatasetInvalid, EvaldClient, RunState, SubtaskState
+from tests._shared import run_cli
 from tests.harness import ServerProcess, config_data, write_config
 
 RECORDS = 12
@@ -61,12 +61,6 @@ def _spec(tmp_path: Path, model: str, max_retries: int) -> str:
     return str(path)
 
 
-def _evald(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @pytest.mark.parametrize(
     ("model", "max_retries", "state", "status"),
     [
@@ -85,13 +79,13 @@ def test_submit_watch_exits_with_how_the_run_ended(
     status: int,
 ) -> None:
     spec = _spec(tmp_path, model, max_retries)
-    code, out, err = _evald(capsys, "submit", spec, "--watch", "--server", server)
+    code, out, err = run_cli(capsys, "submit", spec, "--watch", "--server", server)
     assert (code, err) == (status, ""), out
     run_id = out.splitlines()[0]
     assert out.splitlines()[-1] == f"run {run_id}: {state}"
     # `evald watch` of the finished run says the same; --accept-partial lets partial pass.
-    assert _evald(capsys, "watch", run_id, "--server", server)[0] == status
-    accepted = _evald(capsys, "watch", run_id, "--accept-partial", "--server", server)[0]
+    assert run_cli(capsys, "watch", run_id, "--server", server)[0] == status
+    accepted = run_cli(capsys, "watch", run_id, "--accept-partial", "--server", server)[0]
     assert accepted == (0 if state == "partial" else status)
 
 
@@ -102,7 +96,7 @@ def test_watch_of_a_cancelled_run_exits_with_the_cancelled_status(
         run = client.create_run(models=["sim-slow"], datasets=[("reviews", "1.0.0")])
         client.cancel_run(run.run_id)
         assert client.wait(run.run_id, timeout_s=30).state is RunState.CANCELLED
-    code, out, _ = _evald(capsys, "watch", run.run_id, "--accept-partial", "--server", server)
+    code, out, _ = run_cli(capsys, "watch", run.run_id, "--accept-partial", "--server", server)
     assert code == EXIT_CANCELLED
     assert out.splitlines()[-1] == f"run {run.run_id}: cancelled"
 
@@ -116,28 +110,28 @@ def test_samples_json_task_selectors_and_retried_rows(
         "[retry_policy]\nmax_retries = 20\nbackoff_s = [0.01]\njitter_fraction = 0.0\n",
         encoding="utf-8",
     )
-    code, out, _ = _evald(capsys, "submit", str(spec), "--watch", "--server", server)
+    code, out, _ = run_cli(capsys, "submit", str(spec), "--watch", "--server", server)
     assert code == 0, out
     run_id = out.splitlines()[0]
 
     # JSON returns every sample (2 × 12), more than a table's default would show.
-    code, out, _ = _evald(capsys, "samples", run_id, "--json", "--limit", "0", "--server", server)
+    code, out, _ = run_cli(capsys, "samples", run_id, "--json", "--limit", "0", "--server", server)
     every = json.loads(out)
-    code, out, _ = _evald(capsys, "samples", run_id, "--json", "--server", server)
+    code, out, _ = run_cli(capsys, "samples", run_id, "--json", "--server", server)
     assert json.loads(out) == every
     assert len(every) == 2 * RECORDS
-    code, out, _ = _evald(capsys, "samples", run_id, "--json", "--limit", "3", "--server", server)
+    code, out, _ = run_cli(capsys, "samples", run_id, "--json", "--limit", "3", "--server", server)
     assert len(json.loads(out)) == 3
 
     # MODEL/DATASET[@VERSION] selects a task, as does the full task id.
     flaky = [s for s in every if s["model_id"] == "sim-flaky"]
     for selector in ("sim-flaky/reviews", "sim-flaky/reviews@1.0.0", flaky[0]["task_id"]):
-        code, out, _ = _evald(
+        code, out, _ = run_cli(
             capsys, "samples", run_id, "--task", selector, "--json", "--server", server
         )
         assert code == 0
         assert {s["task_id"] for s in json.loads(out)} == {flaky[0]["task_id"]}
-    code, _, err = _evald(
+    code, _, err = run_cli(
         capsys, "samples", run_id, "--task", "sim-nope/reviews", "--server", server
     )
     assert code == 1
@@ -148,7 +142,7 @@ def test_samples_json_task_selectors_and_retried_rows(
     retried = [s for s in flaky if s["last_error"] is not None]
     assert retried, "fault_rate 0.5 makes some samples fail before they succeed"
     assert all(s["state"] == "succeeded" for s in retried)
-    code, out, _ = _evald(
+    code, out, _ = run_cli(
         capsys, "samples", run_id, "--task", "sim-flaky/reviews", "--server", server
     )
     assert "sim-flaky/reviews@1.0.0" in out  # the task as --task takes it
@@ -156,26 +150,26 @@ def test_samples_json_task_selectors_and_retried_rows(
     assert "PROVIDER_HTTP_5XX:" not in out  # no failure text on a sample that succeeded
 
     # A table stops at 50 rows by default and says what it left out.
-    code, out, _ = _evald(capsys, "samples", run_id, "--limit", "5", "--server", server)
+    code, out, _ = run_cli(capsys, "samples", run_id, "--limit", "5", "--server", server)
     assert f"5 of {2 * RECORDS} samples shown" in out
 
 
 def test_retry_by_reason_and_task_selector(
     server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _evald(
+    code, out, _ = run_cli(
         capsys, "submit", _spec(tmp_path, "sim-broken", 0), "--watch", "--server", server
     )
     run_id = out.splitlines()[0]
     assert code == EXIT_FAILED
-    code, _, err = _evald(
+    code, _, err = run_cli(
         capsys, "retry", run_id, "--reason", "PROVIDER_REJECTED", "--server", server
     )
     assert code == 1
     assert "RUN_NOT_RETRYABLE" in err  # every failure is a 5xx, none was rejected
-    code, _, err = _evald(capsys, "retry", run_id, "--reason", "NO_SUCH", "--server", server)
+    code, _, err = run_cli(capsys, "retry", run_id, "--reason", "NO_SUCH", "--server", server)
     assert (code, err) == (1, "evald: error: --reason: unknown error reason 'NO_SUCH'\n")
-    code, out, _ = _evald(
+    code, out, _ = run_cli(
         capsys,
         "retry",
         run_id,
@@ -209,20 +203,20 @@ def test_errors_say_it_once_and_name_the_flag(
         "benchmark_version: must be a semantic version, e.g. 1.0.0"
     )
     upload = ["datasets", "upload", str(data), "--name", "d", "--task-type", "classification"]
-    code, _, err = _evald(capsys, *upload, "--version", "1.0", "--server", server)
+    code, _, err = run_cli(capsys, *upload, "--version", "1.0", "--server", server)
     assert (code, err) == (
         1,
         "evald: error: --version: must be a semantic version, e.g. 1.0.0 "
         "(INVALID_ARGUMENT DATASET_HEADER_INVALID)\n",
     )
-    code, _, err = _evald(
+    code, _, err = run_cli(
         capsys, *upload, "--version", "1.0.0", "--prompt-template", "Classify.", "--server", server
     )
     assert code == 1
     assert err.startswith("evald: error: --prompt-template: has no placeholder, so every")
     assert err.count("placeholder") == 1
     spec = _spec(tmp_path, "sim-ok", 0)
-    code, _, err = _evald(capsys, "submit", spec, "--request-id", "r" * 129, "--server", server)
+    code, _, err = run_cli(capsys, "submit", spec, "--request-id", "r" * 129, "--server", server)
     assert (code, err) == (
         1,
         "evald: error: --request-id: must be 1-128 characters "
@@ -230,7 +224,7 @@ def test_errors_say_it_once_and_name_the_flag(
     )
     # A problem in the data is the server's to name: line and field, said once.
     data.write_text('{"input": "a", "label": "pos", "label": "neg"}\n', encoding="utf-8")
-    code, _, err = _evald(capsys, *upload, "--version", "1.0.0", "--server", server)
+    code, _, err = run_cli(capsys, *upload, "--version", "1.0.0", "--server", server)
     assert code == 1
     assert err == (
         "evald: error: INVALID_ARGUMENT DATASET_PARSE_ERROR: line 1, field 'label': the key "

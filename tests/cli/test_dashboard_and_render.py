@@ -8,16 +8,18 @@ from rich.console import Console
 from evald_cli._dashboard import Dashboard, RunView, render
 from evald_cli._render import jsonable, results_tables
 from evald_client import RunState, SampleFailed, TaskScored
-from evald_client import _convert as convert
+from evald_client._convert_events import event_from_proto
+from evald_client._convert_results import result_from_proto
+from evald_client._convert_runs import run_from_proto
 from tests.client import _protos
 
 
 def _events(run_id: str = "r-1") -> list:
-    return [convert.event_from_proto(e) for e in _protos.event_log(run_id)]
+    return [event_from_proto(e) for e in _protos.event_log(run_id)]
 
 
 def test_the_view_folds_every_event_kind() -> None:
-    view = RunView.of(convert.run_from_proto(_protos.run("r-1")))
+    view = RunView.of(run_from_proto(_protos.run("r-1")))
     for event in _events():
         view.apply(event)
     assert view.state is RunState.PARTIAL
@@ -31,7 +33,7 @@ def test_the_view_folds_every_event_kind() -> None:
 
 
 def test_failures_keep_only_the_latest_five_but_count_all() -> None:
-    view = RunView.of(convert.run_from_proto(_protos.run("r-1")))
+    view = RunView.of(run_from_proto(_protos.run("r-1")))
     failed = next(e for e in _events() if isinstance(e, SampleFailed))
     for index in range(8):
         view.apply(
@@ -53,14 +55,14 @@ def test_failures_keep_only_the_latest_five_but_count_all() -> None:
 
 
 def test_model_latency_weights_p50_by_samples_and_takes_the_worst_p99() -> None:
-    view = RunView.of(convert.run_from_proto(_protos.run("r-1")))
+    view = RunView.of(run_from_proto(_protos.run("r-1")))
     a = _protos.result("t-1", "sim-a")
     b = _protos.result("t-2", "sim-a")
     b.execution_profile.latency_p50_ms = 100.0
     b.execution_profile.latency_p99_ms = 400.0
     b.execution_profile.samples_succeeded = 27
     for seq, proto in enumerate((a, b), start=1):
-        result = convert.result_from_proto(proto)
+        result = result_from_proto(proto)
         view.apply(TaskScored(seq=seq, run_id="r-1", event_time=None, result=result))
     p50, p99, samples = view.model_latency()["sim-a"]
     assert p50 == (9 * 58.0 + 27 * 100.0) / 36
@@ -69,7 +71,7 @@ def test_model_latency_weights_p50_by_samples_and_takes_the_worst_p99() -> None:
 
 
 def test_terminal_rendering_shows_tasks_latency_and_failures() -> None:
-    view = RunView.of(convert.run_from_proto(_protos.run("r-1")))
+    view = RunView.of(run_from_proto(_protos.run("r-1")))
     for event in _events()[:-3]:  # before the tasks are scored
         view.apply(event)
     console = Console(file=io.StringIO(), width=140, force_terminal=True, record=True)
@@ -92,7 +94,7 @@ def test_terminal_rendering_shows_tasks_latency_and_failures() -> None:
 def test_plain_lines_when_stdout_is_not_a_terminal() -> None:
     out = io.StringIO()
     console = Console(file=out, width=200, force_terminal=False)
-    dashboard = Dashboard(console, convert.run_from_proto(_protos.run("r-1")))
+    dashboard = Dashboard(console, run_from_proto(_protos.run("r-1")))
     with dashboard.showing():
         for event in _events():
             dashboard.apply(event)
@@ -109,7 +111,7 @@ def test_plain_lines_when_stdout_is_not_a_terminal() -> None:
 
 
 def test_results_tables_group_by_dataset_and_json_names_the_payload_kind() -> None:
-    results = [convert.result_from_proto(_protos.result(f"t-{i}", f"m-{i}")) for i in range(3)]
+    results = [result_from_proto(_protos.result(f"t-{i}", f"m-{i}")) for i in range(3)]
     tables = results_tables(results)
     assert len(tables) == 1
     assert [c.header for c in tables[0].columns][:4] == ["model", "status", "accuracy", "f1_macro"]
@@ -126,7 +128,7 @@ def test_a_task_without_answered_samples_shows_no_latency() -> None:
     failed.execution_profile.samples_failed = 10
     for field in ("latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms"):
         setattr(failed.execution_profile, field, 0.0)
-    (table,) = results_tables([convert.result_from_proto(r) for r in (answered, failed)])
+    (table,) = results_tables([result_from_proto(r) for r in (answered, failed)])
     headers = [c.header for c in table.columns]
     p50, p99 = (list(table.columns[headers.index(h)].cells) for h in ("p50 ms", "p99 ms"))
     assert (p50, p99) == (["58", ""], ["96", ""])  # blank, not a measured 0

@@ -7,7 +7,8 @@ from rich.console import Console
 from evald.v1 import sample_pb2
 from evald_cli._render import results_tables, samples_table
 from evald_client import FinishReason
-from evald_client import _convert as convert
+from evald_client._convert_results import result_from_proto
+from evald_client._convert_runs import sample_from_proto
 from tests.client import _protos
 
 
@@ -22,14 +23,14 @@ def test_the_samples_table_has_a_stop_column() -> None:
     cut.finish_reason = sample_pb2.FINISH_REASON_LENGTH
     cut.usage_reported = True
     old = _protos.sample(2)  # from a server before finish_reason was kept
-    samples = [convert.sample_from_proto(m) for m in (cut, old)]
+    samples = [sample_from_proto(m) for m in (cut, old)]
     assert samples[0].finish_reason is FinishReason.LENGTH
     assert samples[1].finish_reason is FinishReason.UNSPECIFIED
     # An old server's real counts stay known; only a 1.1 server can say "unknown".
     assert samples[1].prompt_tokens == 10
     unknown = _protos.sample(3)
     unknown.prompt_tokens = unknown.completion_tokens = 0
-    assert convert.sample_from_proto(unknown).prompt_tokens is None
+    assert sample_from_proto(unknown).prompt_tokens is None
     table = samples_table(samples, {})
     assert [c.header for c in table.columns][3:5] == ["output", "stop"]
     rows = _text(table).splitlines()
@@ -40,6 +41,6 @@ def test_the_results_table_shows_cut_and_empty_answers() -> None:
     message = _protos.result("t-1", "m-1")
     message.execution_profile.samples_truncated = 4
     message.execution_profile.samples_empty = 1
-    (table,) = results_tables([convert.result_from_proto(message)])
+    (table,) = results_tables([result_from_proto(message)])
     assert "cut/empty" in [c.header for c in table.columns]
     assert "4/1" in _text(table)

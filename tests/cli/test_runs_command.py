@@ -8,16 +8,13 @@ import pytest
 
 from evald_cli.main import main
 from evald_client import EvaldClient, RunState
-from tests.harness import ServerProcess, config_data, write_config
+from tests.harness import server_process
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    process = ServerProcess(write_config(tmp_path, config_data(tmp_path)))
-    try:
-        yield process.start()
-    finally:
-        process.kill()
+    with server_process(tmp_path) as address:
+        yield address
 
 
 def test_runs_lists_newest_first_filters_by_state_and_limits(

@@ -6,12 +6,22 @@ import pytest
 
 import evald_client as ec
 from evald.v1 import enums_pb2, errors_pb2, event_pb2, run_pb2
-from evald_client import _convert as convert
+from evald_client._convert_common import (
+    category_to_proto,
+    eval_error_from_proto,
+    run_state_to_proto,
+    subtask_state_to_proto,
+    task_type_from_proto,
+    task_type_to_proto,
+)
+from evald_client._convert_events import event_from_proto
+from evald_client._convert_results import result_from_proto
+from evald_client._convert_runs import run_from_proto, run_spec_from_proto
 from tests.client import _protos
 
 
 def test_a_fully_populated_result_converts_field_by_field() -> None:
-    result = convert.result_from_proto(_protos.result("t-1", "sim-a", 0.9))
+    result = result_from_proto(_protos.result("t-1", "sim-a", 0.9))
     assert result.task_type is ec.TaskType.CLASSIFICATION
     assert result.model == ec.ModelIdentity(
         model_id="sim-a",
@@ -89,7 +99,7 @@ def test_each_payload_kind_converts(field: str, message: dict[str, object], expe
     proto = _protos.result()
     proto.ClearField("classification")
     getattr(proto, field).MergeFrom(type(getattr(proto, field))(**message))
-    payload = convert.result_from_proto(proto).payload
+    payload = result_from_proto(proto).payload
     assert isinstance(payload, expected)
     if isinstance(payload, ec.NerPayload):
         assert payload.per_type[0].entity_type == "PER"
@@ -113,7 +123,7 @@ def test_a_failed_result_has_no_payload() -> None:
     proto = _protos.result()
     proto.ClearField("classification")
     proto.ClearField("repeat_stats")
-    result = convert.result_from_proto(proto)
+    result = result_from_proto(proto)
     assert result.payload is None
     assert result.repeat_stats is None
 
@@ -121,30 +131,30 @@ def test_a_failed_result_has_no_payload() -> None:
 def test_unknown_enum_values_read_as_unspecified_and_unknown_reasons_keep_their_number() -> None:
     run = _protos.run()
     run.state = 99  # type: ignore[assignment]
-    assert convert.run_from_proto(run).state is ec.RunState.UNSPECIFIED
+    assert run_from_proto(run).state is ec.RunState.UNSPECIFIED
     error = errors_pb2.EvalError(reason=250, category=9)  # type: ignore[arg-type]
-    typed = convert.eval_error_from_proto(error)
+    typed = eval_error_from_proto(error)
     assert typed.reason == "UNKNOWN_250"
     assert typed.category is ec.ErrorCategory.UNSPECIFIED
 
 
 def test_an_unknown_event_kind_is_skipped_and_a_heartbeat_carries_the_current_seq() -> None:
-    assert convert.event_from_proto(event_pb2.RunEvent(seq=3, run_id="r")) is None
-    beat = convert.event_from_proto(_protos.heartbeat("r", 41))
+    assert event_from_proto(event_pb2.RunEvent(seq=3, run_id="r")) is None
+    beat = event_from_proto(_protos.heartbeat("r", 41))
     assert isinstance(beat, ec.Heartbeat)
     assert beat.seq == 41
 
 
 def test_enums_round_trip_with_the_contract() -> None:
     for member in ec.TaskType:
-        assert convert.task_type_from_proto(convert.task_type_to_proto(member)) is member
+        assert task_type_from_proto(task_type_to_proto(member)) is member
     for state in ec.RunState:
-        value = convert.run_state_to_proto(state)
+        value = run_state_to_proto(state)
         assert enums_pb2.RunState.Name(value) == f"RUN_STATE_{state.name}"
     for sub in ec.SubtaskState:
-        assert enums_pb2.SubtaskState.Name(convert.subtask_state_to_proto(sub)).endswith(sub.name)
+        assert enums_pb2.SubtaskState.Name(subtask_state_to_proto(sub)).endswith(sub.name)
     for category in ec.ErrorCategory:
-        name = errors_pb2.ErrorCategory.Name(convert.category_to_proto(category))
+        name = errors_pb2.ErrorCategory.Name(category_to_proto(category))
         assert name == f"ERROR_CATEGORY_{category.name}"
 
 
@@ -166,11 +176,11 @@ def test_sdk_enums_cover_every_contract_value() -> None:
 
 
 def test_run_progress_counts() -> None:
-    run = convert.run_from_proto(_protos.run(done=4))
+    run = run_from_proto(_protos.run(done=4))
     task = run.progress.tasks[0]
     assert task.counts.finished == 4
     assert task.counts.success_rate == 1.0
     assert ec.SubtaskCounts().success_rate is None
-    spec = convert.run_spec_from_proto(run_pb2.RunSpec())
+    spec = run_spec_from_proto(run_pb2.RunSpec())
     assert spec.repeat == 1  # 0 on the wire means 1
     assert spec.max_concurrency is None

@@ -65,7 +65,8 @@ def test_sync_client_serves_several_threads(servicer: FakeEvaluationService, add
 
 
 EXPECTED_PUBLIC = {
-    "AlreadyExists", "AsyncEvaldClient", "BenchmarkRef", "ChoiceLetterStats", "ChoiceScoring",
+    "AlreadyExists", "AsyncEvaldClient", "BenchmarkRef", "Budget", "ChoiceLetterStats",
+    "ChoiceScoring", "Cost", "RetryCounts",
     "ClassMetrics", "ClassificationPayload", "ConfusionMatrix", "Dataset", "DatasetInvalid",
     "DatasetOptions", "DatasetRef", "DeadlineExceeded", "EntityTypeMetrics", "ErrorCategory",
     "EvalError", "EvaldClient", "EvaldError", "ExecutionProfile", "ExtractionRuleCount",
@@ -81,6 +82,8 @@ EXPECTED_PUBLIC = {
     "SummarizationPayload", "TaskComparison", "TaskPairing", "TaskProgress", "TaskResult",
     "TaskScored", "TaskState", "TaskType", "TlsConfig", "Unauthenticated", "Unavailable",
     "UnmatchedTask", "WorstExample",
+    # Model-graded scoring (issue 16).
+    "JudgeOptions", "JudgeProvenance", "JudgeScoreFormat", "SampleJudgement",
 }  # fmt: skip
 
 

@@ -5,20 +5,14 @@ import json
 
 import pytest
 
-from evald_cli.main import main
+from tests._shared import run_cli
 from tests.comparison._known_runs import KnownRuns
-
-
-def _evald(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_a_significant_drop_beyond_the_threshold_fails_the_gate(
     runs: KnownRuns, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = _evald(
+    code, out, err = run_cli(
         capsys, "compare", runs.baseline, runs.weaker, "--server", runs.address,
         "--fail-if-drop", "accuracy=0.05", "--fail-if-drop", "f1=0.05",
     )  # fmt: skip
@@ -44,7 +38,7 @@ def test_no_regression_exits_zero(
     base, cand = (runs.weaker, runs.baseline) if which == "improvement" else (
         runs.baseline, runs.weaker
     )  # fmt: skip
-    code, out, err = _evald(capsys, "compare", base, cand, "--server", runs.address, *gate)
+    code, out, err = run_cli(capsys, "compare", base, cand, "--server", runs.address, *gate)
     assert (code, err) == (0, "")
     assert "REGRESSION" not in out
 
@@ -54,8 +48,7 @@ def test_the_same_accuracy_passes_a_zero_threshold(
 ) -> None:
     # Equal true accuracy: a drop is only noise, and noise is not significant at 0.001
     # (fresh simulator draws per session: it could fail once in a thousand sessions).
-    code, out, _ = _evald(
-        capsys, "compare", runs.baseline, runs.peer, "--server", runs.address,
+    code, out, _ = run_cli(capsys, "compare", runs.baseline, runs.peer, "--server", runs.address,
         "--fail-if-drop", "accuracy=0", "--alpha", "0.001", "--json",
     )  # fmt: skip
     assert code == 0
@@ -68,8 +61,7 @@ def test_the_same_accuracy_passes_a_zero_threshold(
 
 
 def test_json_lists_the_regressions(runs: KnownRuns, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _evald(
-        capsys, "compare", runs.baseline, runs.weaker, "--server", runs.address,
+    code, out, _ = run_cli(capsys, "compare", runs.baseline, runs.weaker, "--server", runs.address,
         "--fail-if-drop", "exact_match=0.1", "--json",
     )  # fmt: skip
     assert code == 3
@@ -83,23 +75,22 @@ def test_json_lists_the_regressions(runs: KnownRuns, capsys: pytest.CaptureFixtu
 def test_gate_mistakes_are_errors_not_passes(
     runs: KnownRuns, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _evald(
-        capsys, "compare", runs.baseline, runs.weaker, "--server", runs.address,
+    code, _, err = run_cli(capsys, "compare", runs.baseline, runs.weaker, "--server", runs.address,
         "--fail-if-drop", "acuracy=0.01",
     )  # fmt: skip
     assert code == 1
     assert "--fail-if-drop names acuracy, which no compared task has" in err
-    code, _, err = _evald(capsys, "compare", runs.baseline, runs.weaker, "--fail-if-drop", "x")
+    code, _, err = run_cli(capsys, "compare", runs.baseline, runs.weaker, "--fail-if-drop", "x")
     assert code == 2
     assert "is not METRIC=THRESHOLD" in err
-    code, _, err = _evald(capsys, "compare", runs.baseline, runs.weaker, "--alpha", "1.5")
+    code, _, err = run_cli(capsys, "compare", runs.baseline, runs.weaker, "--alpha", "1.5")
     assert code == 2
 
 
 def test_results_with_a_baseline_shows_deltas_inline(
     runs: KnownRuns, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = _evald(
+    code, out, err = run_cli(
         capsys, "results", runs.weaker, "--baseline", runs.baseline, "--server", runs.address
     )
     assert (code, err) == (0, "")

@@ -16,20 +16,21 @@ import anyio
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
 from evald_server.config import parse_config
 from evald_server.domain import TaskType
-from tests.engine._support import TENANT, InlineScoring, classification_jsonl
+from tests._shared import classification_jsonl
+from tests.engine._support import TENANT, InlineScoring
 
 
 async def main(config_text: str, records: int) -> None:
     config = parse_config(json.loads(config_text))
     async with Evald.open(config, scoring=InlineScoring()) as app:
         header = DatasetHeader("crash", "1.0.0", TaskType.CLASSIFICATION, request_id="crash-upload")
-        await app.upload_dataset(TENANT, header, [classification_jsonl(records)])
+        await app.datasets.upload(TENANT, header, [classification_jsonl(records)])
         spec = RunSpec(models=(config.models[0].id,), datasets=(DatasetRef("crash", "1.0.0"),))
-        run = await app.create_run(TENANT, spec, request_id="crash-run")
+        run = await app.runs.create(TENANT, spec, request_id="crash-run")
         print(f"RUN {run.run_id}", flush=True)
-        async for _event in await app.watch(TENANT, run.run_id):
+        async for _event in await app.runs.watch(TENANT, run.run_id):
             pass
-        final = await app.get_run(TENANT, run.run_id)
+        final = await app.runs.get(TENANT, run.run_id)
         print(f"DONE {final.state.value}", flush=True)
 
 

@@ -1,6 +1,5 @@
 """Shared helpers for engine tests: configs, datasets, an in-process scorer, waiting."""
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,54 +16,32 @@ from evald_server.scoring import (
     read_samples,
     score_task,
 )
+from tests._shared import classification_jsonl
+from tests.harness import config_data
 
 TENANT = "tenant-a"
 
 
 def make_config(
-    tmp_path: Path, models: Sequence[dict[str, Any] | ModelConfig], **limits: Any
+    tmp_path: Path,
+    models: Sequence[dict[str, Any] | ModelConfig],
+    *,
+    engine: dict[str, Any] | None = None,
+    **limits: Any,
 ) -> ServerConfig:
+    """An in-process server's config: the server section at its defaults (10 s grace)."""
+    tables = [m.model_dump() if isinstance(m, ModelConfig) else m for m in models]
     return parse_config(
-        {
-            "store": {"url": f"sqlite:///{tmp_path}/evald.sqlite3"},
-            "limits": limits,
-            "models": [m.model_dump() if isinstance(m, ModelConfig) else m for m in models],
-        }
+        config_data(tmp_path, models=tables, limits=limits, server={}, engine=engine)
     )
 
 
 FAST_RETRIES = RetryPolicy(max_retries=3, backoff_s=(0.05,), jitter=0.0)
 
 
-def simulated(
-    model_id: str, *, latency_ms: float = 1.0, concurrency: int = 8, **sim: Any
-) -> dict[str, Any]:
-    return {
-        "id": model_id,
-        "provider": "simulated",
-        "max_concurrency": concurrency,
-        "simulator": {"latency_ms_median": latency_ms, "latency_sigma": 0.0, **sim},
-    }
-
-
-def classification_jsonl(records: int, *, prefix: str = "r") -> bytes:
-    lines = [
-        json.dumps(
-            {
-                "id": f"{prefix}{i}",
-                "input": f"review number {i}",
-                "label": "pos" if i % 2 else "neg",
-                "choices": ["pos", "neg"],
-            }
-        )
-        for i in range(records)
-    ]
-    return ("\n".join(lines) + "\n").encode()
-
-
 async def upload(app: Evald, name: str, records: int, *, tenant: str = TENANT) -> None:
     header = DatasetHeader(name=name, benchmark_version="1.0.0", task_type=TaskType.CLASSIFICATION)
-    await app.upload_dataset(tenant, header, [classification_jsonl(records)])
+    await app.datasets.upload(tenant, header, [classification_jsonl(records)])
 
 
 class InlineScoring:
@@ -102,11 +79,11 @@ async def wait_until_finished(
     """Watch the run to its terminal event; the events seen."""
     seen: list[RunEvent] = []
     with anyio.fail_after(timeout_s):
-        async for event in await app.watch(tenant, run_id, 0):
+        async for event in await app.runs.watch(tenant, run_id, 0):
             seen.append(event)
     return seen
 
 
 async def final_run(app: Evald, run_id: str, *, tenant: str = TENANT) -> Run:
     await wait_until_finished(app, run_id, tenant=tenant)
-    return await app.get_run(tenant, run_id)
+    return await app.runs.get(tenant, run_id)

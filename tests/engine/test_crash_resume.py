@@ -18,6 +18,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from evald_server.domain import RunState
 from evald_server.fake_provider import FakeProcess
 from evald_server.store import SqliteStore, subtask_public_id
+from tests._shared import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 400
@@ -75,10 +76,12 @@ async def test_kill_9_then_restart_repeats_no_finished_work(tmp_path: Path) -> N
         first, out = await _start(config)
         try:
             run_id = await _line(out, "RUN ")
-            with anyio.fail_after(60):
+
+            async def answered() -> bool:
                 # The fake is another process: polling its control API is the way to ask.
-                while (await fake.control.stats())["outcomes"].get("ok", 0) < 120:  # noqa: ASYNC110
-                    await anyio.sleep(0.02)
+                return int((await fake.control.stats())["outcomes"].get("ok", 0)) >= 120
+
+            await wait_for(answered, timeout_s=60)
         finally:
             first.kill()  # SIGKILL: no drain, no flush, no goodbye
             await first.wait()

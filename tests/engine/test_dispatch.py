@@ -16,14 +16,8 @@ from evald_server.domain import (
     TaskState,
 )
 from evald_server.fake_provider import FakeConfig, FakeProvider
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 
 @pytest.mark.anyio
@@ -34,10 +28,10 @@ async def test_peak_concurrency_stays_within_the_model_and_server_limits(tmp_pat
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 40)
             spec = RunSpec(models=("m1", "m2"), datasets=(DatasetRef("d", "1.0.0"),))
-            runs = [await app.create_run(TENANT, spec) for _ in range(2)]
+            runs = [await app.runs.create(TENANT, spec) for _ in range(2)]
             for run in runs:
                 await wait_until_finished(app, run.run_id)
-            stats = {(s.name, s.key): s for s in app.limiter_stats()}
+            stats = {(s.name, s.key): s for s in app.engine.limiter_stats()}
             assert stats[("max_inflight", "server")].capacity == 4
             assert stats[("model.max_concurrency", "m1")].in_use == 0
         journal = fake.journal
@@ -54,11 +48,11 @@ async def test_a_run_limit_holds_and_two_runs_on_one_model_both_progress(tmp_pat
         config = make_config(tmp_path, [fake.model_config("m1", max_concurrency=2)])
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 60)
-            first = await app.create_run(
+            first = await app.runs.create(
                 TENANT,
                 RunSpec(models=("m1",), datasets=(DatasetRef("d", "1.0.0"),), max_concurrency=1),
             )
-            second = await app.create_run(
+            second = await app.runs.create(
                 TENANT, RunSpec(models=("m1",), datasets=(DatasetRef("d", "1.0.0"),))
             )
             for run in (first, second):
@@ -84,21 +78,21 @@ async def test_cancel_aborts_in_flight_calls_and_keeps_finished_work(tmp_path: P
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 30)
             spec = RunSpec(models=("m1",), datasets=(DatasetRef("d", "1.0.0"),))
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await fake.wait_until(lambda j: len(j.succeeded_keys()) >= 5, timeout_s=30)
             fake.configure(latency_ms=60_000)  # from now on every call hangs
             await fake.wait_until(lambda j: j.in_flight("m1") == 3, timeout_s=30)
-            cancelled = await app.cancel_run(TENANT, run.run_id)
+            cancelled = await app.runs.cancel(TENANT, run.run_id)
             assert cancelled.cancel_requested
             await fake.wait_until(lambda j: j.in_flight("m1") == 0, timeout_s=5)
             events = await wait_until_finished(app, run.run_id)
-            done = await app.get_run(TENANT, run.run_id)
+            done = await app.runs.get(TENANT, run.run_id)
             assert done.state is RunState.CANCELLED
             assert done.progress.counters.succeeded >= 5
             assert done.progress.counters.cancelled == 30 - done.progress.counters.succeeded
             (task,) = done.progress.tasks
             assert task.state is TaskState.PARTIAL
-            (result,) = (await app.list_results(TENANT, run.run_id)).items
+            (result,) = (await app.runs.results(TENANT, run.run_id)).items
             assert result.status is ResultStatus.PARTIAL_SUCCESS
             assert result.report is not None
             assert result.report.scored_samples == done.progress.counters.succeeded
@@ -112,16 +106,16 @@ async def test_a_run_cancelled_before_anything_finished_is_cancelled(tmp_path: P
         config = make_config(tmp_path, [fake.model_config("m1", max_concurrency=2)])
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 5)
-            run = await app.create_run(
+            run = await app.runs.create(
                 TENANT, RunSpec(models=("m1",), datasets=(DatasetRef("d", "1.0.0"),))
             )
             await fake.wait_until(lambda j: j.in_flight("m1") == 2, timeout_s=30)
-            await app.cancel_run(TENANT, run.run_id)
+            await app.runs.cancel(TENANT, run.run_id)
             await wait_until_finished(app, run.run_id)
-            done = await app.get_run(TENANT, run.run_id)
+            done = await app.runs.get(TENANT, run.run_id)
             assert done.state is RunState.CANCELLED
             assert done.progress.tasks[0].state is TaskState.CANCELLED
-            (result,) = (await app.list_results(TENANT, run.run_id)).items
+            (result,) = (await app.runs.results(TENANT, run.run_id)).items
             assert result.status is ResultStatus.CANCELLED
 
 
@@ -132,13 +126,13 @@ async def test_repeat_runs_every_record_k_times(tmp_path: Path) -> None:
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 5)
             spec = RunSpec(models=("m1",), datasets=(DatasetRef("d", "1.0.0"),), repeat=3)
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await wait_until_finished(app, run.run_id)
-            samples = (await app.list_samples(TENANT, run.run_id, page_size=100)).items
+            samples = (await app.runs.samples(TENANT, run.run_id, page_size=100)).items
             assert sorted((s.record_id, s.repeat_index) for s in samples) == [
                 (f"r{i}", k) for i in range(5) for k in range(3)
             ]
-            (result,) = (await app.list_results(TENANT, run.run_id)).items
+            (result,) = (await app.runs.results(TENANT, run.run_id)).items
             assert result.report is not None
             assert result.report.repeat is not None
             assert result.report.repeat.repeats == 3
@@ -148,38 +142,39 @@ async def test_repeat_runs_every_record_k_times(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_create_run_is_idempotent_per_request_id(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim")])
+    config = make_config(tmp_path, [simulated_model("sim")])
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 3)
         spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
-        first = await app.create_run(TENANT, spec, request_id="req-1")
-        again = await app.create_run(TENANT, spec, request_id="req-1")
+        first = await app.runs.create(TENANT, spec, request_id="req-1")
+        again = await app.runs.create(TENANT, spec, request_id="req-1")
         assert again.run_id == first.run_id
         other = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),), repeat=2)
         with pytest.raises(AlreadyExists) as conflict:
-            await app.create_run(TENANT, other, request_id="req-1")
+            await app.runs.create(TENANT, other, request_id="req-1")
         assert conflict.value.reason is ErrorReason.REQUEST_ID_CONFLICT
-        assert len((await app.list_runs(TENANT)).items) == 1
+        assert len((await app.runs.list(TENANT)).items) == 1
         await wait_until_finished(app, first.run_id)
 
 
 @pytest.mark.anyio
 async def test_the_first_finished_task_is_scored_while_another_still_runs(tmp_path: Path) -> None:
     config = make_config(
-        tmp_path, [simulated("fast", latency_ms=1), simulated("slow", latency_ms=60_000)]
+        tmp_path,
+        [simulated_model("fast", latency_ms=1), simulated_model("slow", latency_ms=60_000)],
     )
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 4)
         spec = RunSpec(models=("fast", "slow"), datasets=(DatasetRef("d", "1.0.0"),))
-        run = await app.create_run(TENANT, spec)
+        run = await app.runs.create(TENANT, spec)
         with anyio.fail_after(30):
-            async for event in await app.watch(TENANT, run.run_id):
+            async for event in await app.runs.watch(TENANT, run.run_id):
                 if event.kind is EventKind.TASK_SCORED:
                     break
         assert event.evaluation is not None
         assert event.evaluation.model.model_id == "fast"
-        now = await app.get_run(TENANT, run.run_id)
+        now = await app.runs.get(TENANT, run.run_id)
         states = {t.model_id: t.state for t in now.progress.tasks}
         assert states == {"fast": TaskState.SUCCEEDED, "slow": TaskState.RUNNING}
-        await app.cancel_run(TENANT, run.run_id)
+        await app.runs.cancel(TENANT, run.run_id)
         await wait_until_finished(app, run.run_id)

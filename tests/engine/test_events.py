@@ -10,14 +10,8 @@ from evald_server.app import DatasetRef, Evald, RunEvent, RunSpec
 from evald_server.domain import ErrorReason, EventKind, OutOfRange, RunState
 from evald_server.engine import EventHub
 from evald_server.store import NewEvent, SqliteStore
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model, wait_for
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 from tests.store._helpers import add_dataset, add_run
 
 
@@ -27,10 +21,14 @@ def _stored(events: list[RunEvent]) -> list[RunEvent]:
 
 @pytest.mark.anyio
 async def test_replay_then_live_without_gaps_or_duplicates(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim", latency_ms=10, concurrency=4)])
-    async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.2) as app:
+    config = make_config(
+        tmp_path,
+        [simulated_model("sim", latency_ms=10, max_concurrency=4)],
+        engine={"heartbeat_s": 0.2},
+    )
+    async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 400)
-        run = await app.create_run(
+        run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
         )
         live: list[RunEvent] = []
@@ -41,10 +39,12 @@ async def test_replay_then_live_without_gaps_or_duplicates(tmp_path: Path) -> No
 
         async def join_midway() -> None:
             # Join once events exist, resuming after seq 3 (a reconnecting client).
+            async def events_exist() -> bool:
+                return (await app.runs.get(TENANT, run.run_id)).last_seq >= 4
+
+            await wait_for(events_exist, timeout_s=30, every_s=0.01)
             with anyio.fail_after(30):
-                while (await app.get_run(TENANT, run.run_id)).last_seq < 4:  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
-                async for event in await app.watch(TENANT, run.run_id, after_seq=3):
+                async for event in await app.runs.watch(TENANT, run.run_id, after_seq=3):
                     late.append(event)
 
         async with anyio.create_task_group() as tg:
@@ -65,26 +65,31 @@ async def test_replay_then_live_without_gaps_or_duplicates(tmp_path: Path) -> No
             p.counters.succeeded for p in progress
         )
         # A client that saw the terminal event gets nothing more, at once.
-        assert [e async for e in await app.watch(TENANT, run.run_id, after_seq=full[-1].seq)] == []
+        assert [
+            e async for e in await app.runs.watch(TENANT, run.run_id, after_seq=full[-1].seq)
+        ] == []
 
 
 @pytest.mark.anyio
 async def test_a_slow_subscriber_never_slows_the_run(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim", latency_ms=1, concurrency=8)])
+    config = make_config(tmp_path, [simulated_model("sim", latency_ms=1, max_concurrency=8)])
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 400)
-        run = await app.create_run(
+        run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
         )
         received: list[RunEvent] = []
         finished_while_behind = False
+
+        async def finished() -> bool:
+            return (await app.runs.get(TENANT, run.run_id)).state.is_terminal
+
         with anyio.fail_after(60):
-            async for event in await app.watch(TENANT, run.run_id):
+            async for event in await app.runs.watch(TENANT, run.run_id):
                 received.append(event)
                 if len(received) == 2:
                     # Stall this subscriber until the engine has finished the whole run.
-                    while not (await app.get_run(TENANT, run.run_id)).state.is_terminal:  # noqa: ASYNC110
-                        await anyio.sleep(0.02)
+                    await wait_for(finished, timeout_s=60)
                     finished_while_behind = True
         assert finished_while_behind
         stored = _stored(received)
@@ -94,21 +99,23 @@ async def test_a_slow_subscriber_never_slows_the_run(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_heartbeats_carry_the_current_seq_when_nothing_happens(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim", latency_ms=60_000)])
-    async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.05) as app:
+    config = make_config(
+        tmp_path, [simulated_model("sim", latency_ms=60_000)], engine={"heartbeat_s": 0.05}
+    )
+    async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 1)
-        run = await app.create_run(
+        run = await app.runs.create(
             TENANT, RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
         )
         seen: list[RunEvent] = []
         with anyio.fail_after(30):
-            async for event in await app.watch(TENANT, run.run_id):
+            async for event in await app.runs.watch(TENANT, run.run_id):
                 seen.append(event)
                 if sum(e.kind is EventKind.HEARTBEAT for e in seen) == 2:
                     break
         last_stored = max(e.seq for e in seen if e.kind is not EventKind.HEARTBEAT)
         assert all(e.seq == last_stored for e in seen if e.kind is EventKind.HEARTBEAT)
-        await app.cancel_run(TENANT, run.run_id)
+        await app.runs.cancel(TENANT, run.run_id)
         await wait_until_finished(app, run.run_id)
 
 

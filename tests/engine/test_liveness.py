@@ -20,7 +20,8 @@ import pytest
 from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
 from evald_server.domain import FailedPrecondition, RunState
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
-from tests.engine._support import TENANT, InlineScoring, make_config, simulated, upload
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload
 
 _FAST = RetryPolicy(max_retries=2, backoff_s=(0.02, 0.05), jitter=0.5)
 _STALL_S = 3.0  # a lane with buffered work and no call for this long is stalled
@@ -53,10 +54,10 @@ def _shape(seed: int) -> _Shape:
     fake_ids = [m for m in model_ids if rng.random() < 0.3]
     caps = {m: rng.randint(1, 5) for m in model_ids}
     models = [
-        simulated(
+        simulated_model(
             m,
             latency_ms=rng.choice((0.5, 2.0, 6.0)),
-            concurrency=caps[m],
+            max_concurrency=caps[m],
             fault_rate=rng.choice((0.0, 0.0, 0.15)),
             accuracy=0.8,
             seed=seed,
@@ -116,15 +117,15 @@ async def _drive(app: Evald, shape: _Shape, plan: _RunPlan, rng: random.Random) 
         repeat=plan.repeat,
         retry_policy=_FAST,
     )
-    run = await app.create_run(TENANT, spec)
+    run = await app.runs.create(TENANT, spec)
     if plan.cancel_after_s is not None:
         await anyio.sleep(plan.cancel_after_s)
-        await app.cancel_run(TENANT, run.run_id)
+        await app.runs.cancel(TENANT, run.run_id)
     await _until_terminal(app, run.run_id)
-    done = await app.get_run(TENANT, run.run_id)
+    done = await app.runs.get(TENANT, run.run_id)
     if done.progress.counters.failed_permanent and not done.cancel_requested:
         try:  # retry the permanent failures once; the run must end again
-            await app.retry_run(TENANT, run.run_id)
+            await app.runs.retry(TENANT, run.run_id)
         except FailedPrecondition:
             pass
         else:
@@ -133,7 +134,7 @@ async def _drive(app: Evald, shape: _Shape, plan: _RunPlan, rng: random.Random) 
 
 
 async def _until_terminal(app: Evald, run_id: str) -> None:
-    async for event in await app.watch(TENANT, run_id, 0):
+    async for event in await app.runs.watch(TENANT, run_id, 0):
         del event
 
 
@@ -165,7 +166,7 @@ async def _run_shape(tmp_path: Path, seed: int) -> None:
                     monitor.cancel_scope.cancel()
             assert not stalls, f"seed {seed}: stalled lanes {stalls[:3]} in {shape}"
             for run_id in run_ids:
-                run = await app.get_run(TENANT, run_id)
+                run = await app.runs.get(TENANT, run_id)
                 assert run.state.is_terminal, (seed, run)
                 c = run.progress.counters
                 assert c.pending == c.running == c.failed == 0, (seed, run)
@@ -181,20 +182,22 @@ async def test_a_run_limit_over_two_models_lets_both_finish(tmp_path: Path) -> N
     """The shape that wedged a model: two models of 4, one run over both limited to 2,
     then a later run on the second model alone."""
     config = make_config(
-        tmp_path, [simulated("a", concurrency=4), simulated("b", concurrency=4)], max_inflight=16
+        tmp_path,
+        [simulated_model("a", max_concurrency=4), simulated_model("b", max_concurrency=4)],
+        max_inflight=16,
     )
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 40)
         ref = (DatasetRef("d", "1.0.0"),)
         with anyio.fail_after(30):
-            both = await app.create_run(
+            both = await app.runs.create(
                 TENANT, RunSpec(models=("a", "b"), datasets=ref, max_concurrency=2)
             )
             await _until_terminal(app, both.run_id)
-            later = await app.create_run(TENANT, RunSpec(models=("b",), datasets=ref))
+            later = await app.runs.create(TENANT, RunSpec(models=("b",), datasets=ref))
             await _until_terminal(app, later.run_id)
         for run_id in (both.run_id, later.run_id):
-            assert (await app.get_run(TENANT, run_id)).state is RunState.SUCCEEDED
+            assert (await app.runs.get(TENANT, run_id)).state is RunState.SUCCEEDED
 
 
 @pytest.mark.anyio

@@ -35,9 +35,9 @@ async def test_a_run_works_through_its_datasets_in_order_with_overlap(tmp_path: 
                 models=("m",),
                 datasets=(DatasetRef("first", "1.0.0"), DatasetRef("second", "1.0.0")),
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await wait_until_finished(app, run.run_id)
-            done = await app.get_run(TENANT, run.run_id)
+            done = await app.runs.get(TENANT, run.run_id)
             tasks = {t.dataset_name: t.task_id for t in done.progress.tasks}
         entries = _started(fake.journal.entries)
         order = [e.key.rsplit(".", 2)[0] for e in entries if e.key]
@@ -64,11 +64,11 @@ async def test_two_limited_runs_over_two_models_progress_together(tmp_path: Path
                 models=("a", "b"), datasets=(DatasetRef("d", "1.0.0"),), max_concurrency=2
             )
             with anyio.fail_after(60):
-                runs = [await app.create_run(TENANT, spec) for _ in range(2)]
+                runs = [await app.runs.create(TENANT, spec) for _ in range(2)]
                 for run in runs:
                     await wait_until_finished(app, run.run_id)
             for run in runs:
-                assert (await app.get_run(TENANT, run.run_id)).state is RunState.SUCCEEDED
+                assert (await app.runs.get(TENANT, run.run_id)).state is RunState.SUCCEEDED
         entries = _started(fake.journal.entries)
         by_run = {r.run_id: [e for e in entries if e.key.startswith(r.run_id)] for r in runs}
         for calls in by_run.values():

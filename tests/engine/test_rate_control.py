@@ -35,10 +35,10 @@ async def _run(
             retry_policy=RETRIES,
             params=params,
         )
-        created = [await app.create_run(TENANT, spec) for _ in range(runs)]
+        created = [await app.runs.create(TENANT, spec) for _ in range(runs)]
         for run in created:
             await wait_until_finished(app, run.run_id, timeout_s=60)
-            assert (await app.get_run(TENANT, run.run_id)).state is RunState.SUCCEEDED
+            assert (await app.runs.get(TENANT, run.run_id)).state is RunState.SUCCEEDED
 
 
 async def test_a_requests_budget_keeps_every_run_under_the_quota(tmp_path: Path) -> None:
@@ -106,10 +106,10 @@ async def test_aimd_backs_off_a_hidden_capacity_and_reports_its_state(tmp_path: 
             spec = RunSpec(
                 models=("m1",), datasets=(DatasetRef("ds", "1.0.0"),), retry_policy=RETRIES
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             events = await wait_until_finished(app, run.run_id, timeout_s=60)
-            (stats,) = [s for s in app.limiter_stats() if s.name == MODEL_LIMIT]
-            (rate,) = app.rate_stats()
+            (stats,) = [s for s in app.engine.limiter_stats() if s.name == MODEL_LIMIT]
+            (rate,) = app.engine.rate_stats()
         outcomes = fake.journal.outcomes()
     assert outcomes["ok"] == 150
     assert stats.episodes >= 1
@@ -121,6 +121,34 @@ async def test_aimd_backs_off_a_hidden_capacity_and_reports_its_state(tmp_path: 
     # The 429s are the probes of each episode, not a storm: far fewer than the calls.
     assert outcomes["over_capacity"] < 150 * 0.25
     assert events  # the run was watched to its end
+
+
+async def test_one_burst_of_429s_is_one_decrease(tmp_path: Path) -> None:
+    """Start at 2 C with twice as many workers: the first burst of 429s is one
+    episode. The 429'd call's slot used to be handed to a waiting call before the
+    decrease applied, so that call went out at the old value, met a 429 and counted
+    as a second episode (4 -> 3 here)."""
+    adaptive = {"enabled": True, "min": 1, "start": 8, "decrease_factor": 0.8, "cooldown_s": 60}
+    async with FakeProvider(FakeConfig(max_concurrent=4, latency_ms=50)) as fake:
+        cfg = make_config(
+            tmp_path,
+            [fake.model_config("m1", max_concurrency=16, adaptive_concurrency=adaptive)],
+        )
+        async with Evald.open(cfg, scoring=InlineScoring()) as app:
+            await upload(app, "ds", 40)
+            spec = RunSpec(
+                models=("m1",), datasets=(DatasetRef("ds", "1.0.0"),), retry_policy=RETRIES
+            )
+            run = await app.runs.create(TENANT, spec)
+            await wait_until_finished(app, run.run_id, timeout_s=60)
+            (rate,) = app.engine.rate_stats()
+        outcomes = fake.journal.outcomes()
+    assert outcomes["ok"] == 40
+    assert outcomes["over_capacity"] >= 1  # the burst happened
+    # One decrease, from the 5 in flight when the first 429'd call went out to
+    # floor(5 * 0.8) = 4 = C; then no call exceeds C again (the cool-down
+    # holds the value there for the whole run).
+    assert (rate.episodes, rate.concurrency) == (1, 4)
 
 
 def test_start_above_the_bounds_is_refused_naming_the_key(tmp_path: Path) -> None:

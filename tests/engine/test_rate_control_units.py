@@ -59,8 +59,38 @@ def test_additive_increase_after_a_window_of_successes() -> None:
     aimd.on_success(sent_at=2.1, now=2.2)  # a window is the current value: 2 successes
     assert aimd.capacity == 3
     for _ in range(3):
-        aimd.on_success(sent_at=2.1, now=2.3)
+        aimd.on_success(sent_at=2.15, now=2.3)  # sent at 2, before the increase
+    assert aimd.capacity == 3
+    for _ in range(3):
+        aimd.on_success(sent_at=2.25, now=2.3)  # sent at 3: a window of 3
     assert aimd.capacity == 4
+
+
+def test_successes_sent_at_a_lower_value_do_not_raise_the_next_one() -> None:
+    """Calls sent at v that answer after the increase to v + 1 say nothing about v + 1:
+    counting them let the value climb past a capacity it had never tested."""
+    aimd = Aimd(ADAPTIVE, now=0.0)
+    aimd.on_rate_limited(sent_at=0.0, now=0.0)  # 2 -> 1, congestion avoidance
+    aimd.on_success(sent_at=1.5, now=1.6)  # a window of 1: 1 -> 2
+    assert aimd.capacity == 2
+    for step in range(20):  # a stream of answers of calls sent before that increase
+        aimd.on_success(sent_at=1.55, now=1.7 + step / 100)
+    assert aimd.capacity == 2
+
+
+def test_the_decrease_starts_from_the_calls_in_flight_not_a_value_run_ahead() -> None:
+    """In slow start the value climbs by one per answer while the calls that test it
+    are still out: a 429 of a call sent with 17 in flight decreases from 17, not from
+    the 32 the value has reached meanwhile."""
+    aimd = Aimd(ADAPTIVE, now=0.0)
+    for _ in range(30):
+        aimd.on_success(sent_at=0.0, now=0.0)
+    assert aimd.capacity == 32
+    assert aimd.on_rate_limited(sent_at=0.5, now=0.6, in_flight=17)
+    assert aimd.capacity == 11  # floor(17 * 0.7)
+    # Without a count (a call that never took a slot) it decreases from the value.
+    assert aimd.on_rate_limited(sent_at=0.7, now=0.8)
+    assert aimd.capacity == 7
 
 
 def test_decrease_never_goes_below_min_and_increase_stops_at_max() -> None:
@@ -224,3 +254,22 @@ async def test_a_limit_the_provider_states_becomes_the_budget() -> None:
 
 def _now() -> float:
     return time.monotonic()
+
+
+@pytest.mark.anyio
+async def test_a_calls_in_flight_count_is_of_calls_sent_before_it() -> None:
+    """A burst of waiters admitted at once holds slots before any of them has sent:
+    the limit's in-use count says 32 for each, but the 17th to go out was sent with 16
+    others in flight, and that is what a 429 of it decreases from."""
+    limiter = Limiter(64, {"m": 32})
+    control = ModelRateControl("m", RateSettings(max_concurrency=32), limiter.model("m"), _now)
+    tickets = [await control.admit() for _ in range(3)]
+    for _ in range(3):
+        assert limiter.model("m").try_acquire()  # all three hold a slot first
+    control.sending(tickets[0])
+    control.sending(tickets[1])
+    assert [t.in_flight for t in tickets[:2]] == [1, 2]
+    control.finished(tickets[0], _outcome(OutcomeKind.SUCCEEDED), None)
+    control.finished(tickets[0], _outcome(OutcomeKind.SUCCEEDED), None)  # settled once only
+    control.sending(tickets[2])
+    assert tickets[2].in_flight == 2

@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import anyio
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
@@ -15,6 +14,7 @@ from evald_server.domain import (
     SubtaskState,
 )
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
+from tests._shared import wait_for
 from tests.engine._support import (
     FAST_RETRIES,
     TENANT,
@@ -39,7 +39,7 @@ async def test_transient_errors_back_off_and_retry_after_is_honoured(tmp_path: P
             spec = RunSpec(
                 models=("m1",), datasets=(DatasetRef("one", "1.0.0"),), retry_policy=FAST_RETRIES
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await wait_until_finished(app, run.run_id)
             entries = _keys_in_order(fake)
             assert [e[3] for e in entries] == ["http_503", "http_429", "ok"]
@@ -51,14 +51,14 @@ async def test_transient_errors_back_off_and_retry_after_is_honoured(tmp_path: P
             assert second_end is not None
             assert second_start - first_end >= 0.05
             assert third_start - second_end >= 1.0
-            (sample,) = (await app.list_samples(TENANT, run.run_id)).items
+            (sample,) = (await app.runs.samples(TENANT, run.run_id)).items
             assert sample.state is SubtaskState.SUCCEEDED
             assert sample.attempts == 3
             assert sample.first_error is not None
             assert sample.first_error.reason is ErrorReason.PROVIDER_HTTP_5XX
             assert sample.last_error is not None
             assert sample.last_error.reason is ErrorReason.PROVIDER_RATE_LIMITED
-            (result,) = (await app.list_results(TENANT, run.run_id)).items
+            (result,) = (await app.runs.results(TENANT, run.run_id)).items
             assert result.status is ResultStatus.SUCCESS
             assert (
                 result.profile.requests,
@@ -77,11 +77,11 @@ async def test_permanent_errors_are_not_retried(tmp_path: Path) -> None:
             spec = RunSpec(
                 models=("m1",), datasets=(DatasetRef("three", "1.0.0"),), retry_policy=FAST_RETRIES
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             events = await wait_until_finished(app, run.run_id)
             assert fake.journal.requests == 3  # two rejected once each, one success
             failed = (
-                await app.list_samples(TENANT, run.run_id, states=(SubtaskState.FAILED_PERMANENT,))
+                await app.runs.samples(TENANT, run.run_id, states=(SubtaskState.FAILED_PERMANENT,))
             ).items
             assert sorted(s.last_error.reason for s in failed if s.last_error) == [
                 ErrorReason.PROVIDER_AUTH_FAILED,
@@ -89,9 +89,9 @@ async def test_permanent_errors_are_not_retried(tmp_path: Path) -> None:
             ]
             assert all(s.attempts == 1 for s in failed)
             assert [e.sample_failure.record_id for e in events if e.sample_failure] == ["r0", "r1"]
-            done = await app.get_run(TENANT, run.run_id)
+            done = await app.runs.get(TENANT, run.run_id)
             assert done.state is RunState.PARTIAL
-            (result,) = (await app.list_results(TENANT, run.run_id)).items
+            (result,) = (await app.runs.results(TENANT, run.run_id)).items
             assert result.status is ResultStatus.PARTIAL_SUCCESS
             assert result.report is not None
             assert result.report.scored_samples == 1
@@ -111,16 +111,16 @@ async def test_retries_stop_after_max_retries_and_retry_run_requeues(tmp_path: P
             spec = RunSpec(
                 models=("m1",), datasets=(DatasetRef("one", "1.0.0"),), retry_policy=policy
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await wait_until_finished(app, run.run_id)
             assert fake.journal.requests == 3  # the first attempt and two retries
-            done = await app.get_run(TENANT, run.run_id)
+            done = await app.runs.get(TENANT, run.run_id)
             assert done.state is RunState.FAILED
-            (result,) = (await app.list_results(TENANT, run.run_id)).items
+            (result,) = (await app.runs.results(TENANT, run.run_id)).items
             assert result.status is ResultStatus.FAILED
             assert result.report is None
             # RetryRun re-queues it with a fresh budget; the fake now answers.
-            retried, requeued = await app.retry_run(
+            retried, requeued = await app.runs.retry(
                 TENANT, run.run_id, categories=(ErrorCategory.MODEL_PROVIDER_ERROR,)
             )
             assert requeued == 1
@@ -128,7 +128,7 @@ async def test_retries_stop_after_max_retries_and_retry_run_requeues(tmp_path: P
             events = await wait_until_finished(app, run.run_id)
             assert events[-1].run_state is RunState.SUCCEEDED
             assert [e.kind for e in events].count(EventKind.TASK_SCORED) == 2
-            (result,) = (await app.list_results(TENANT, run.run_id)).items
+            (result,) = (await app.runs.results(TENANT, run.run_id)).items
             assert result.status is ResultStatus.SUCCESS
             assert fake.journal.requests == 4
 
@@ -141,17 +141,19 @@ async def test_a_waiting_retry_survives_a_restart_and_runs_when_due(tmp_path: Pa
         spec = RunSpec(models=("m1",), datasets=(DatasetRef("one", "1.0.0"),), retry_policy=policy)
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "one", 1)
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await fake.wait_until(lambda j: j.outcomes().get("http_503") == 1, timeout_s=30)
             waiting = (SubtaskState.FAILED,)
-            with anyio.fail_after(10):
+
+            async def failed_once() -> bool:
                 # The outcome is committed by another task: poll the store for it.
-                while not (await app.list_samples(TENANT, run.run_id, states=waiting)).items:  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
+                return bool((await app.runs.samples(TENANT, run.run_id, states=waiting)).items)
+
+            await wait_for(failed_once, timeout_s=10, every_s=0.01)
         # The retry time is in the store: a new process picks it up when it falls due.
         async with Evald.open(config, scoring=InlineScoring()) as app:
             await wait_until_finished(app, run.run_id)
-            (sample,) = (await app.list_samples(TENANT, run.run_id)).items
+            (sample,) = (await app.runs.samples(TENANT, run.run_id)).items
             assert sample.state is SubtaskState.SUCCEEDED
             assert sample.attempts == 2
         first, second = fake.journal.entries

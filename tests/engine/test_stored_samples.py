@@ -9,23 +9,17 @@ from evald_server.app import DatasetRef, Evald, RunSpec
 from evald_server.domain import TaskType
 from evald_server.engine._task_scoring import StoredSamples
 from evald_server.scoring import PageDecoder, ScoringPool, ScoringSample, score_task
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 
 @pytest.mark.anyio
 async def test_stored_samples_page_a_task_and_score_like_its_records(tmp_path: Path) -> None:
-    config = make_config(tmp_path, [simulated("sim")])
+    config = make_config(tmp_path, [simulated_model("sim")])
     async with Evald.open(config, scoring=InlineScoring()) as app:
         await upload(app, "d", 7)
         spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),), repeat=3)
-        run = await app.create_run(TENANT, spec)
+        run = await app.runs.create(TENANT, spec)
         await wait_until_finished(app, run.run_id)
         store = app.engine.store
         (task,) = await store.get_tasks(run.run_id)

@@ -11,6 +11,8 @@ from evald_server.domain import (
     EvalError,
     InvalidArgument,
     ResultStatus,
+    RetryClass,
+    RetryCounts,
     TaskType,
 )
 from evald_server.engine import (
@@ -60,10 +62,11 @@ def test_rate_limits_wait_for_retry_after_up_to_the_cap() -> None:
 
 def test_permanent_decisions_and_exhausted_budgets_stop_retrying() -> None:
     policy = RetryPolicy(max_retries=2)
-    assert policy.should_retry(1, TRANSIENT)
-    assert policy.should_retry(2, TRANSIENT)
-    assert not policy.should_retry(3, TRANSIENT)
-    assert not policy.should_retry(1, RetryDecision(RetryKind.PERMANENT))
+    transient = RetryClass.TRANSIENT
+    assert policy.should_retry(transient, RetryCounts(transient=1))
+    assert policy.should_retry(transient, RetryCounts(transient=2))
+    assert not policy.should_retry(transient, RetryCounts(transient=3))
+    assert not policy.should_retry(None, RetryCounts())  # a permanent failure
 
 
 def test_bad_policies_name_their_field() -> None:

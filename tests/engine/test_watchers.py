@@ -18,20 +18,14 @@ from evald_server.app import DatasetRef, Evald, RunSpec
 from evald_server.domain import EventKind, RunState
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
 from evald_server.store import EventRow, NewEvent
-from tests.engine._support import (
-    TENANT,
-    InlineScoring,
-    make_config,
-    simulated,
-    upload,
-    wait_until_finished,
-)
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 
 async def _donor_events(app: Evald) -> list[EventRow]:
     """Events of every kind from a real run (its terminal state change left out)."""
     spec = RunSpec(models=("faulty",), datasets=(DatasetRef("d", "1.0.0"),))
-    run = await app.create_run(TENANT, spec)
+    run = await app.runs.create(TENANT, spec)
     await wait_until_finished(app, run.run_id)
     rows = await app.engine.store.read_events(run.run_id, 0, 10_000)
     kinds = {r.kind for r in rows}
@@ -52,7 +46,7 @@ async def _watcher(app: Evald, run_id: str, rng: random.Random, sequences: list[
     while True:
         budget = rng.randint(1, 40)
         ended = False
-        events = await app.watch(TENANT, run_id, cursor)
+        events = await app.runs.watch(TENANT, run_id, cursor)
         async for event in events:
             if event.kind is EventKind.HEARTBEAT:
                 continue
@@ -89,10 +83,10 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
     async with FakeProvider(FakeConfig(latency_ms=1.0, faults=(fault,), seed=seed)) as fake:
         models = [
             fake.model_config("faulty", max_concurrency=4),
-            simulated("idle", latency_ms=600_000.0, concurrency=1),
+            simulated_model("idle", latency_ms=600_000.0, max_concurrency=1),
         ]
-        config = make_config(tmp_path, models)
-        async with Evald.open(config, scoring=InlineScoring(), heartbeat_s=0.05) as app:
+        config = make_config(tmp_path, models, engine={"heartbeat_s": 0.05})
+        async with Evald.open(config, scoring=InlineScoring()) as app:
             await upload(app, "d", 24)
             donors = await _donor_events(app)
             terminal = NewEvent(
@@ -100,7 +94,7 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
             )
             # A live run whose own work never finishes: its log is ours to fill.
             spec = RunSpec(models=("idle",), datasets=(DatasetRef("d", "1.0.0"),))
-            target = await app.create_run(TENANT, spec)
+            target = await app.runs.create(TENANT, spec)
             sequences: list[list[int]] = []
             with anyio.fail_after(60):
                 async with anyio.create_task_group() as tg:
@@ -123,7 +117,7 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
             last = rows[-1].seq
             for seen in sequences:
                 assert seen == list(range(1, last + 1)), _first_gap(seen)
-            await app.cancel_run(TENANT, target.run_id)
+            await app.runs.cancel(TENANT, target.run_id)
 
 
 def _first_gap(seen: list[int]) -> str:

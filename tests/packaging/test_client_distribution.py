@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ServerProcess, config_data, write_config
+from tests.harness import server_process
 
 CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 ALLOWED = {"evald-client", "grpcio", "protobuf", "googleapis-common-protos", "anyio"}
@@ -46,11 +46,8 @@ FLOW = textwrap.dedent(
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    process = ServerProcess(write_config(tmp_path, config_data(tmp_path)))
-    try:
-        yield process.start()
-    finally:
-        process.terminate()
+    with server_process(tmp_path) as address:
+        yield address
 
 
 def _pip(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

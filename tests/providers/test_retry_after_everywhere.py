@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
-from evald_server.domain import ErrorReason, InvalidArgument
+from evald_server.domain import ErrorReason, InvalidArgument, RetryClass, RetryCounts
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
 from evald_server.providers import RetryDecision, RetryKind, classify_status, parse_retry_after
 from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
@@ -29,7 +29,7 @@ async def test_a_retry_after_on_a_5xx_or_408_is_waited_for(tmp_path: Path, statu
             spec = RunSpec(
                 models=("m1",), datasets=(DatasetRef("one", "1.0.0"),), retry_policy=policy
             )
-            run = await app.create_run(TENANT, spec)
+            run = await app.runs.create(TENANT, spec)
             await wait_until_finished(app, run.run_id)
         first, second = fake.journal.entries
         assert (first.outcome, second.outcome) == (f"http_{status}", "ok")
@@ -59,7 +59,9 @@ def test_the_documented_default_policy() -> None:
     assert policy.jitter == 0.5
     assert policy.retry_after_cap_s == 600.0
     transient = RetryDecision(RetryKind.TRANSIENT)
-    assert [policy.should_retry(n, transient) for n in (1, 2, 3, 4)] == [True, True, True, False]
+    counts = [RetryCounts(transient=n) for n in (1, 2, 3, 4)]
+    retried = [policy.should_retry(RetryClass.TRANSIENT, c) for c in counts]
+    assert retried == [True, True, True, False]
     rng = random.Random(11)
     for attempt, base in ((1, 5.0), (2, 30.0), (3, 120.0), (4, 120.0)):
         delays = [policy.delay_s(attempt, transient, rng) for _ in range(400)]
@@ -120,12 +122,33 @@ def test_policy_ranges_are_inclusive_at_their_bounds(fields: dict[str, object], 
 
 
 def test_should_retry_at_the_budget_boundary() -> None:
+    limited = RetryClass.RATE_LIMITED
     policy = RetryPolicy(max_retries=0)
-    assert not policy.should_retry(1, RetryDecision(RetryKind.TRANSIENT))
-    assert not policy.should_retry(1, RetryDecision(RetryKind.RATE_LIMITED))
+    assert not policy.should_retry(RetryClass.TRANSIENT, RetryCounts(transient=1))
+    assert not policy.should_retry(limited, RetryCounts(rate_limited=1))
     policy = RetryPolicy(max_retries=1)
-    assert policy.should_retry(1, RetryDecision(RetryKind.RATE_LIMITED))
-    assert not policy.should_retry(2, RetryDecision(RetryKind.RATE_LIMITED))
+    assert policy.should_retry(limited, RetryCounts(rate_limited=1))
+    assert not policy.should_retry(limited, RetryCounts(rate_limited=2))
+
+
+def test_a_class_with_its_own_budget_spends_only_that_one() -> None:
+    """Classes without a budget of their own share max_retries; one with its own is
+    counted against it alone (and does not eat the shared one)."""
+    policy = RetryPolicy(max_retries=2, max_rate_limited_retries=10)
+    limited, transient, timeout = RetryClass.RATE_LIMITED, RetryClass.TRANSIENT, RetryClass.TIMEOUT
+    # Nine 429s and two transient failures: both budgets still hold.
+    assert policy.should_retry(limited, RetryCounts(rate_limited=9, transient=2))
+    assert policy.should_retry(transient, RetryCounts(rate_limited=9, transient=2))
+    assert not policy.should_retry(limited, RetryCounts(rate_limited=11))
+    # Timeouts and transient failures share max_retries = 2, together.
+    assert not policy.should_retry(timeout, RetryCounts(rate_limited=9, transient=2, timeout=1))
+    own = RetryPolicy(max_retries=2, max_timeout_retries=0, max_transient_retries=5)
+    assert not own.should_retry(timeout, RetryCounts(timeout=1))
+    assert own.should_retry(transient, RetryCounts(transient=5, rate_limited=2))
+    assert not own.should_retry(limited, RetryCounts(transient=5, rate_limited=3))
+    # Stored in the spec only when set: an older spec's JSON (and its hash) is unchanged.
+    assert "max_timeout_retries" not in RetryPolicy(max_retries=2).to_json()
+    assert RetryPolicy.from_json(own.to_json()) == own
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ server's own virtual environment and points ``EVALD_REAL_MODEL_PYTHON`` at it; w
 that variable (``make test``) every test here is skipped."""
 
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -13,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests._shared import free_port
 
 PYTHON_ENV = "EVALD_REAL_MODEL_PYTHON"
 MODEL_ALIAS = "smollm2-135m"
@@ -49,17 +50,11 @@ def _gguf(python: str) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a llama-cpp-python server on loopback (one for the session)."""
     python = os.environ[PYTHON_ENV]
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     command = [
         python, "-m", "llama_cpp.server", "--model", str(_gguf(python)),

@@ -18,9 +18,9 @@ import asyncpg
 from evald_client import AsyncEvaldClient, ReconnectPolicy, Run
 from evald_server.fake_provider import FakeProcess
 from tests._postgres import empty
+from tests._shared import classification_records
 from tests.harness import ServerProcess, config_data, write_config
 from tests.reliability._support import (
-    classification_records,
     fake_model,
     kill,
     release,

@@ -17,6 +17,7 @@ import anyio
 
 from evald_client import AsyncEvaldClient, ReconnectPolicy, Run
 from evald_server.fake_provider import FakeProcess
+from tests._shared import classification_records
 from tests.harness import ServerProcess
 from tests.reliability._support import (
     check_run_in_store,
@@ -70,6 +71,19 @@ class Rig:
 
     def client(self, address: str | None = None) -> AsyncEvaldClient:
         return AsyncEvaldClient(address or self.server.address, reconnect=NO_RECONNECT)
+
+    async def upload_and_run(self, address: str, records: int) -> str:
+        """Upload ``records`` classification records as reviews 1.0.0 and start a run of
+        the fake model on them; the run's id."""
+        async with self.client(address) as client:
+            await client.upload_dataset(
+                name="reviews",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(records),
+            )
+            run = await client.create_run(models=["fake"], datasets=[("reviews", "1.0.0")])
+        return run.run_id
 
     async def kill(self) -> Crash:
         """SIGKILL the current server (no drain, no flush), then look at what is left."""

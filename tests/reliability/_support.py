@@ -46,18 +46,6 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "evald.sqlite3"
 
 
-def classification_records(count: int, *, prefix: str = "r") -> list[dict[str, Any]]:
-    return [
-        {
-            "id": f"{prefix}{i}",
-            "input": f"review number {i}",
-            "label": "pos" if i % 2 else "neg",
-            "choices": ["pos", "neg"],
-        }
-        for i in range(count)
-    ]
-
-
 # -- servers -------------------------------------------------------------------------------
 
 

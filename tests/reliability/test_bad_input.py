@@ -28,9 +28,9 @@ from evald.v1 import (
 )
 from evald_client import AsyncEvaldClient
 from evald_client._errors import error_from_rpc
-from tests._shared import jsonl, status_of
+from tests._shared import classification_records, jsonl, status_of
 from tests.harness import make_config, running_server
-from tests.reliability._support import classification_records, db_path, dump
+from tests.reliability._support import db_path, dump
 
 pytestmark = pytest.mark.anyio
 
@@ -40,11 +40,6 @@ MAX_SUBTASKS = 100
 BASE_RECORDS = 60  # x 2 models = 120 subtasks: over MAX_SUBTASKS
 CLASSIFICATION = enums_pb2.TASK_TYPE_CLASSIFICATION
 GRPC_INVALID = "INVALID_ARGUMENT"
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"  # module scope: one server for the whole table
 
 
 @dataclass

@@ -14,9 +14,9 @@ import pytest
 
 from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
 from evald_client import AsyncEvaldClient
-from tests._shared import jsonl
+from tests._shared import classification_records, jsonl
 from tests.harness import make_config, running_server
-from tests.reliability._support import classification_records, db_path, query
+from tests.reliability._support import db_path, query
 
 pytestmark = pytest.mark.anyio
 

@@ -24,9 +24,9 @@ from evald_client import (
     TaskScored,
     Unavailable,
 )
-from tests._shared import jsonl, wait_for
+from tests._shared import classification_records, jsonl, wait_for
 from tests.reliability._rig import Rig, rig
-from tests.reliability._support import classification_records, query, task_states
+from tests.reliability._support import query, task_states
 
 pytestmark = pytest.mark.anyio
 
@@ -34,18 +34,6 @@ RECORDS = 300
 CONCURRENCY = 8
 CLASSIFICATION = enums_pb2.TASK_TYPE_CLASSIFICATION
 KINDS = {Progress: "progress", StateChanged: "run_state", TaskScored: "task_scored"}
-
-
-async def _upload_and_run(the_rig: Rig, address: str, *, records: int = RECORDS) -> str:
-    async with the_rig.client(address) as client:
-        await client.upload_dataset(
-            name="reviews",
-            version="1.0.0",
-            task_type="classification",
-            records=classification_records(records),
-        )
-        run = await client.create_run(models=["fake"], datasets=[("reviews", "1.0.0")])
-    return run.run_id
 
 
 async def _finish_and_check(the_rig: Rig, run_id: str, *, subtasks: int = RECORDS) -> None:
@@ -102,7 +90,7 @@ async def test_kill_during_upload_stores_nothing_and_reupload_works(tmp_path: Pa
         assert query(the_rig.db, "SELECT COUNT(*) FROM dataset_records") == [(0,)]
 
         address = await the_rig.start()
-        run_id = await _upload_and_run(the_rig, address)
+        run_id = await the_rig.upload_and_run(address, RECORDS)
         await _finish_and_check(the_rig, run_id)
         assert await the_rig.fake.control.duplicates_after_success() == {}
         await the_rig.assert_orphans_exit(crash)
@@ -111,7 +99,7 @@ async def test_kill_during_upload_stores_nothing_and_reupload_works(tmp_path: Pa
 async def test_kill_right_after_create_run(tmp_path: Path) -> None:
     async with rig(tmp_path, max_concurrency=CONCURRENCY) as the_rig:
         address = await the_rig.start()
-        run_id = await _upload_and_run(the_rig, address)
+        run_id = await the_rig.upload_and_run(address, RECORDS)
         crash = await the_rig.kill()  # CreateRun has just returned: dispatch is starting
         stored = query(the_rig.db, "SELECT COUNT(*) FROM subtasks WHERE run_id = ?", (run_id,))
         assert stored == [(RECORDS,)], "persist before dispatch: every subtask is stored"
@@ -125,7 +113,7 @@ async def test_kill_right_after_create_run(tmp_path: Path) -> None:
 async def test_kill_mid_inference(tmp_path: Path) -> None:
     async with rig(tmp_path, max_concurrency=CONCURRENCY) as the_rig:
         address = await the_rig.start()
-        run_id = await _upload_and_run(the_rig, address)
+        run_id = await the_rig.upload_and_run(address, RECORDS)
 
         async def a_third_answered() -> bool:
             return await _ok_answers(the_rig) >= RECORDS // 3
@@ -143,7 +131,7 @@ async def test_kill_mid_inference(tmp_path: Path) -> None:
 async def test_kill_during_scoring(tmp_path: Path) -> None:
     async with rig(tmp_path, max_concurrency=CONCURRENCY) as the_rig:
         address = await the_rig.start()
-        run_id = await _upload_and_run(the_rig, address)
+        run_id = await the_rig.upload_and_run(address, RECORDS)
 
         async def scoring() -> bool:
             return "scoring" in task_states(the_rig.db).values()
@@ -166,7 +154,7 @@ async def test_kill_during_scoring(tmp_path: Path) -> None:
 async def test_kill_while_a_watcher_streams(tmp_path: Path) -> None:
     async with rig(tmp_path, max_concurrency=CONCURRENCY) as the_rig:
         address = await the_rig.start()
-        run_id = await _upload_and_run(the_rig, address)
+        run_id = await the_rig.upload_and_run(address, RECORDS)
         before: list[RunEvent] = []
         progress_seen = anyio.Event()
         broke = anyio.Event()

@@ -9,7 +9,7 @@ import pytest
 
 from tests._shared import wait_for
 from tests.reliability._rig import rig
-from tests.reliability._support import classification_records, query
+from tests.reliability._support import query
 
 pytestmark = pytest.mark.anyio
 
@@ -18,15 +18,7 @@ RECORDS = 300
 
 async def test_sigterm_mid_run_then_restart_loses_nothing(tmp_path: Path) -> None:
     async with rig(tmp_path, latency_ms=20.0, max_concurrency=8) as the_rig:
-        address = await the_rig.start()
-        async with the_rig.client(address) as client:
-            await client.upload_dataset(
-                name="reviews",
-                version="1.0.0",
-                task_type="classification",
-                records=classification_records(RECORDS),
-            )
-            run = await client.create_run(models=["fake"], datasets=[("reviews", "1.0.0")])
+        run_id = await the_rig.upload_and_run(await the_rig.start(), RECORDS)
 
         async def a_third_answered() -> bool:
             stats = await the_rig.fake.control.stats()
@@ -42,7 +34,7 @@ async def test_sigterm_mid_run_then_restart_loses_nothing(tmp_path: Path) -> Non
             query(
                 the_rig.db,
                 "SELECT state, COUNT(*) FROM subtasks WHERE run_id = ? GROUP BY state",
-                (run.run_id,),
+                (run_id,),
             )
         )
         assert set(states) <= {"pending", "succeeded"}, states
@@ -53,8 +45,8 @@ async def test_sigterm_mid_run_then_restart_loses_nothing(tmp_path: Path) -> Non
         assert answered == drained.finished
 
         await the_rig.start()
-        final = await the_rig.finish(run.run_id)
+        final = await the_rig.finish(run_id)
         assert final.state.value == "succeeded"
-        the_rig.assert_complete(run.run_id, RECORDS)
+        the_rig.assert_complete(run_id, RECORDS)
         await the_rig.assert_no_finished_work_repeated(drained)
         assert await the_rig.fake.control.duplicates_after_success() == {}

@@ -15,8 +15,9 @@ import pytest
 
 from evald_client import AsyncEvaldClient, ErrorCategory, RetryPolicy, Sample, SubtaskState
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate, Kind
+from tests._shared import classification_records
 from tests.harness import make_config, running_server
-from tests.reliability._support import check_run_in_store, classification_records, db_path
+from tests.reliability._support import check_run_in_store, db_path
 
 pytestmark = pytest.mark.anyio
 

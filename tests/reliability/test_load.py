@@ -25,15 +25,9 @@ from evald_client import (
     StateChanged,
     TaskScored,
 )
+from tests._shared import classification_records
 from tests.harness import ServerProcess
-from tests.reliability._support import (
-    classification_records,
-    db_path,
-    query,
-    release,
-    server_config,
-    start_server,
-)
+from tests.reliability._support import db_path, query, release, server_config, start_server
 
 pytestmark = pytest.mark.anyio
 

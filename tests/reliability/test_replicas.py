@@ -18,10 +18,9 @@ import pytest
 
 from evald_client import AsyncEvaldClient, StateChanged
 from tests._postgres import pg_url
-from tests._shared import wait_for
+from tests._shared import classification_records, wait_for
 from tests.reliability._cluster import Cluster, cluster
 from tests.reliability._rig import Crash, assert_no_finished_work_repeated
-from tests.reliability._support import classification_records
 
 __all__ = ["pg_url"]
 

@@ -28,16 +28,9 @@ from hypothesis import strategies as st
 from evald.v1 import dataset_pb2, enums_pb2, run_pb2, service_pb2, service_pb2_grpc
 from evald_client import EvaldClient, RetryPolicy
 from evald_server.domain import TaskType
-from tests._shared import status_of
+from tests._shared import classification_records, status_of
 from tests.harness import ServerProcess
-from tests.reliability._support import (
-    classification_records,
-    db_path,
-    dump,
-    query,
-    release,
-    server_config,
-)
+from tests.reliability._support import db_path, dump, query, release, server_config
 from tests.reliability.test_fuzz import _valid_records, bodies
 
 SERVICE = service_pb2.DESCRIPTOR.services_by_name["EvaluationService"]

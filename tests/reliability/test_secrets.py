@@ -26,10 +26,9 @@ from google.protobuf.message import Message
 
 from evald.v1 import dataset_pb2, enums_pb2, run_pb2, service_pb2, service_pb2_grpc
 from evald_server.fake_provider import FakeProcess
-from tests._shared import jsonl
+from tests._shared import classification_records, jsonl
 from tests.reliability._support import (
     LoggingServerProcess,
-    classification_records,
     db_path,
     dump,
     fake_model,

@@ -14,7 +14,7 @@ import pytest
 
 from tests._shared import wait_for
 from tests.reliability._rig import Rig, rig
-from tests.reliability._support import classification_records, query
+from tests.reliability._support import query
 
 pytestmark = pytest.mark.anyio
 
@@ -23,22 +23,14 @@ LATENCY_MS = 4000.0  # every call is still in flight when the signals come (grac
 
 
 async def _started_run(the_rig: Rig) -> str:
-    address = await the_rig.start()
-    async with the_rig.client(address) as client:
-        await client.upload_dataset(
-            name="reviews",
-            version="1.0.0",
-            task_type="classification",
-            records=classification_records(RECORDS),
-        )
-        run = await client.create_run(models=["fake"], datasets=[("reviews", "1.0.0")])
+    run_id = await the_rig.upload_and_run(await the_rig.start(), RECORDS)
 
     async def calls_in_flight() -> bool:
         stats = await the_rig.fake.control.stats()
         return int(stats["in_flight_all"]) >= 4
 
     await wait_for(calls_in_flight, timeout_s=30)
-    return run.run_id
+    return run_id
 
 
 def _states(db: Path, run_id: str) -> dict[str, int]:

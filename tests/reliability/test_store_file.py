@@ -20,9 +20,9 @@ import pytest
 
 from evald_server.store import StoreLocked, StoreLost
 from evald_server.store._store_file import StoreFileGuard
-from tests._shared import wait_for
+from tests._shared import classification_records, wait_for
 from tests.reliability._rig import rig
-from tests.reliability._support import classification_records, query
+from tests.reliability._support import query
 
 pytestmark = pytest.mark.anyio
 

@@ -25,11 +25,7 @@ from evald_server.scoring import (
 from tests.scoring._factories import samples_of
 from tests.scoring._pool_scorers import RaisingScorer, SleepingScorer, WaitingScorer
 from tests.scoring.test_intervals import BUILDERS
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
+from tests.scoring.test_scored_pages import _samples
 
 
 @pytest.fixture(scope="module")
@@ -249,3 +245,34 @@ async def test_waiting_for_the_source_is_not_the_scorers_time(pool: ScoringPool)
     source = _Source(_encoded(samples, 10), pause_s=1.0)
     report = await pool.score(TaskType.QA, source, seed=0, timeout_s=2.0)
     assert report == score_task(TaskType.QA, samples, seed=0)
+
+
+@pytest.mark.anyio
+async def test_pages_scored_in_workers_aggregate_to_the_whole_task_report(
+    pool: ScoringPool,
+) -> None:
+
+    samples = _samples(900, repeats=2)
+    committed = samples[:]
+    random.Random(5).shuffle(committed)
+    assert pool.scores_pages(TaskType.CLASSIFICATION)
+    assert not pool.scores_pages(TaskType.SUMMARIZATION)
+    with anyio.fail_after(60):
+        whole = await pool.score(TaskType.CLASSIFICATION, samples, seed=4, timeout_s=30)
+        first = await pool.score_page(
+            TaskType.CLASSIFICATION, committed[:700], context=(), timeout_s=30
+        )
+        second = await pool.score_page(
+            TaskType.CLASSIFICATION, committed[700:1400], context=first.context, timeout_s=30
+        )
+        paged = await pool.aggregate(
+            TaskType.CLASSIFICATION, [first, second], committed[1400:], seed=4, timeout_s=30
+        )
+    assert paged is not None
+    assert (paged.metrics, paged.uncertainty, paged.payload, paged.repeat) == (
+        whole.metrics,
+        whole.uncertainty,
+        whole.payload,
+        whole.repeat,
+    )
+    assert sorted(paged.sample_scores, key=lambda s: int(s.subtask_id)) == list(whole.sample_scores)

@@ -25,11 +25,6 @@ EVIL = "^(a|a)+$"
 ANSWER = "a" * 34 + "!"
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture
 def pool() -> Iterator[ScoringPool]:
     # One shared slot, as on a 2-core machine; a job is "long" after 0.5 s.

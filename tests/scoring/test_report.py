@@ -44,6 +44,7 @@ def test_public_surface() -> None:
         "SampleScores",
         "SampleSource",
         "ScoreReport",
+        "ScoredPage",
         "Scorer",
         "ScoringFailure",
         "ScoringPool",
@@ -51,10 +52,13 @@ def test_public_surface() -> None:
         "SubjectAccuracy",
         "SummarizationPayload",
         "WorstExample",
+        "bootstrap_distribution",
+        "percentile_interval",
         "read_samples",
         "score_task",
         "scorer_dependencies",
         "scorer_for",
+        "wilson_interval",
     ]
     for name in scoring.__all__:
         assert hasattr(scoring, name), name

@@ -36,6 +36,7 @@ async def add_run(
     request_id: str | None = None,
     request_hash: str | None = None,
     max_live_runs: int | None = None,
+    judge: tuple[str, int] | None = None,  # (judge model, rounds) of every task
 ) -> RunRow:
     tasks = [
         NewTask(
@@ -45,6 +46,8 @@ async def add_run(
             model={"model_id": model},
             dataset_id=dataset.dataset_id,
             record_count=dataset.record_count,
+            judge_model_id=None if judge is None else judge[0],
+            judge_rounds=0 if judge is None else judge[1],
         )
         for i, (model, dataset) in enumerate((m, d) for m in models for d in datasets)
     ]

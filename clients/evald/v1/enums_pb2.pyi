@@ -20,6 +20,12 @@ class ShotFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SHOT_FORMAT_SINGLE_MESSAGE: _ClassVar[ShotFormat]
     SHOT_FORMAT_CHAT_TURNS: _ClassVar[ShotFormat]
 
+class JudgeScoreFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JUDGE_SCORE_FORMAT_UNSPECIFIED: _ClassVar[JudgeScoreFormat]
+    JUDGE_SCORE_FORMAT_PASS_FAIL: _ClassVar[JudgeScoreFormat]
+    JUDGE_SCORE_FORMAT_SCALE: _ClassVar[JudgeScoreFormat]
+
 class ChoiceScoring(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CHOICE_SCORING_UNSPECIFIED: _ClassVar[ChoiceScoring]
@@ -74,6 +80,9 @@ TASK_TYPE_MULTIPLE_CHOICE: TaskType
 SHOT_FORMAT_UNSPECIFIED: ShotFormat
 SHOT_FORMAT_SINGLE_MESSAGE: ShotFormat
 SHOT_FORMAT_CHAT_TURNS: ShotFormat
+JUDGE_SCORE_FORMAT_UNSPECIFIED: JudgeScoreFormat
+JUDGE_SCORE_FORMAT_PASS_FAIL: JudgeScoreFormat
+JUDGE_SCORE_FORMAT_SCALE: JudgeScoreFormat
 CHOICE_SCORING_UNSPECIFIED: ChoiceScoring
 CHOICE_SCORING_TEXT: ChoiceScoring
 CHOICE_SCORING_LOGPROBS: ChoiceScoring

@@ -52,6 +52,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_SERVER_DRAINING: _ClassVar[ErrorReason]
     ERROR_REASON_DATASET_UPLOAD_INCOMPLETE: _ClassVar[ErrorReason]
     ERROR_REASON_RUN_NOT_FINISHED: _ClassVar[ErrorReason]
+    ERROR_REASON_JUDGE_VERDICT_UNPARSEABLE: _ClassVar[ErrorReason]
 ERROR_CATEGORY_UNSPECIFIED: ErrorCategory
 ERROR_CATEGORY_DATASET_INVALID: ErrorCategory
 ERROR_CATEGORY_MODEL_PROVIDER_ERROR: ErrorCategory
@@ -92,6 +93,7 @@ ERROR_REASON_UNAUTHENTICATED: ErrorReason
 ERROR_REASON_SERVER_DRAINING: ErrorReason
 ERROR_REASON_DATASET_UPLOAD_INCOMPLETE: ErrorReason
 ERROR_REASON_RUN_NOT_FINISHED: ErrorReason
+ERROR_REASON_JUDGE_VERDICT_UNPARSEABLE: ErrorReason
 
 class EvalError(_message.Message):
     __slots__ = ("category", "reason", "message", "retryable", "http_equivalent", "metadata")

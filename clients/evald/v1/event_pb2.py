@@ -31,7 +31,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vald/v1/event.proto\x12\x08\x65vald.v1\x1a\x14\x65vald/v1/enums.proto\x1a\x15\x65vald/v1/errors.proto\x1a\x15\x65vald/v1/result.proto\x1a\x12\x65vald/v1/run.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x02\n\x08RunEvent\x12\x11\n\x03seq\x18\x01 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x34\n\nevent_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06run_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x32\n\rstate_changed\x18\n \x01(\x0b\x32\x19.evald.v1.RunStateChangedH\x00\x12.\n\x08progress\x18\x0b \x01(\x0b\x32\x1a.evald.v1.ProgressSnapshotH\x00\x12+\n\x0btask_scored\x18\x0c \x01(\x0b\x32\x14.evald.v1.TaskScoredH\x00\x12/\n\rsample_failed\x18\r \x01(\x0b\x32\x16.evald.v1.SampleFailedH\x00\x12(\n\theartbeat\x18\x0e \x01(\x0b\x32\x13.evald.v1.HeartbeatH\x00\x42\x06\n\x04kind\"t\n\x0fRunStateChanged\x12!\n\x05state\x18\x01 \x01(\x0e\x32\x12.evald.v1.RunState\x12$\n\x08previous\x18\x02 \x01(\x0e\x32\x12.evald.v1.RunState\x12\x18\n\x10\x63\x61ncel_requested\x18\x03 \x01(\x08\"\xde\x01\n\x10ProgressSnapshot\x12\'\n\x08progress\x18\x01 \x01(\x0b\x32\x15.evald.v1.RunProgress\x12\x18\n\x10throughput_per_s\x18\x02 \x01(\x01\x12&\n\x03\x65ta\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1c\n\x14\x63ompleted_since_last\x18\x04 \x01(\x03\x12\x18\n\x10throughput_known\x18\x05 \x01(\x08\x12\'\n\x06models\x18\x06 \x03(\x0b\x32\x17.evald.v1.ModelActivity\"\x83\x03\n\rModelActivity\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0e\n\x06queued\x18\x02 \x01(\x03\x12\x11\n\tin_flight\x18\x03 \x01(\x03\x12\x12\n\nwaiting_on\x18\x04 \x03(\t\x12\x31\n\rstalled_since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\nlast_error\x18\x06 \x01(\x0b\x32\x13.evald.v1.EvalError\x12\x33\n\x0flast_error_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1c\n\x14\x63onsecutive_failures\x18\x08 \x01(\x05\x12\x19\n\x11\x63oncurrency_limit\x18\t \x01(\x05\x12\x17\n\x0f\x63oncurrency_min\x18\n \x01(\x05\x12\x17\n\x0f\x63oncurrency_max\x18\x0b \x01(\x05\x12\x10\n\x08\x61\x64\x61ptive\x18\x0c \x01(\x08\x12\x1b\n\x13rate_limit_episodes\x18\r \x01(\x05\"<\n\nTaskScored\x12.\n\x06result\x18\x01 \x01(\x0b\x32\x1e.evald.v1.TaskEvaluationResult\"\xa4\x01\n\x0cSampleFailed\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\nsubtask_id\x18\x02 \x01(\t\x12\x11\n\trecord_id\x18\x03 \x01(\t\x12\x14\n\x0crepeat_index\x18\x04 \x01(\x05\x12\"\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x13.evald.v1.EvalError\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\x05\x12\x10\n\x08model_id\x18\x07 \x01(\t\" \n\tHeartbeat\x12\x13\n\x0b\x63urrent_seq\x18\x01 \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vald/v1/event.proto\x12\x08\x65vald.v1\x1a\x14\x65vald/v1/enums.proto\x1a\x15\x65vald/v1/errors.proto\x1a\x15\x65vald/v1/result.proto\x1a\x12\x65vald/v1/run.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x02\n\x08RunEvent\x12\x11\n\x03seq\x18\x01 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x34\n\nevent_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06run_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x32\n\rstate_changed\x18\n \x01(\x0b\x32\x19.evald.v1.RunStateChangedH\x00\x12.\n\x08progress\x18\x0b \x01(\x0b\x32\x1a.evald.v1.ProgressSnapshotH\x00\x12+\n\x0btask_scored\x18\x0c \x01(\x0b\x32\x14.evald.v1.TaskScoredH\x00\x12/\n\rsample_failed\x18\r \x01(\x0b\x32\x16.evald.v1.SampleFailedH\x00\x12(\n\theartbeat\x18\x0e \x01(\x0b\x32\x13.evald.v1.HeartbeatH\x00\x42\x06\n\x04kind\"\x8b\x01\n\x0fRunStateChanged\x12!\n\x05state\x18\x01 \x01(\x0e\x32\x12.evald.v1.RunState\x12$\n\x08previous\x18\x02 \x01(\x0e\x32\x12.evald.v1.RunState\x12\x18\n\x10\x63\x61ncel_requested\x18\x03 \x01(\x08\x12\x15\n\rcancel_reason\x18\x04 \x01(\t\"\xde\x01\n\x10ProgressSnapshot\x12\'\n\x08progress\x18\x01 \x01(\x0b\x32\x15.evald.v1.RunProgress\x12\x18\n\x10throughput_per_s\x18\x02 \x01(\x01\x12&\n\x03\x65ta\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1c\n\x14\x63ompleted_since_last\x18\x04 \x01(\x03\x12\x18\n\x10throughput_known\x18\x05 \x01(\x08\x12\'\n\x06models\x18\x06 \x03(\x0b\x32\x17.evald.v1.ModelActivity\"\x83\x03\n\rModelActivity\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0e\n\x06queued\x18\x02 \x01(\x03\x12\x11\n\tin_flight\x18\x03 \x01(\x03\x12\x12\n\nwaiting_on\x18\x04 \x03(\t\x12\x31\n\rstalled_since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\nlast_error\x18\x06 \x01(\x0b\x32\x13.evald.v1.EvalError\x12\x33\n\x0flast_error_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1c\n\x14\x63onsecutive_failures\x18\x08 \x01(\x05\x12\x19\n\x11\x63oncurrency_limit\x18\t \x01(\x05\x12\x17\n\x0f\x63oncurrency_min\x18\n \x01(\x05\x12\x17\n\x0f\x63oncurrency_max\x18\x0b \x01(\x05\x12\x10\n\x08\x61\x64\x61ptive\x18\x0c \x01(\x08\x12\x1b\n\x13rate_limit_episodes\x18\r \x01(\x05\"<\n\nTaskScored\x12.\n\x06result\x18\x01 \x01(\x0b\x32\x1e.evald.v1.TaskEvaluationResult\"\xd4\x01\n\x0cSampleFailed\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\nsubtask_id\x18\x02 \x01(\t\x12\x11\n\trecord_id\x18\x03 \x01(\t\x12\x14\n\x0crepeat_index\x18\x04 \x01(\x05\x12\"\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x13.evald.v1.EvalError\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\x05\x12\x10\n\x08model_id\x18\x07 \x01(\t\x12.\n\x0f\x66\x61iled_attempts\x18\x08 \x01(\x0b\x32\x15.evald.v1.RetryCounts\" \n\tHeartbeat\x12\x13\n\x0b\x63urrent_seq\x18\x01 \x01(\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,16 +46,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNEVENT'].fields_by_name['run_id']._serialized_options = b'\342A\001\003'
   _globals['_RUNEVENT']._serialized_start=221
   _globals['_RUNEVENT']._serialized_end=570
-  _globals['_RUNSTATECHANGED']._serialized_start=572
-  _globals['_RUNSTATECHANGED']._serialized_end=688
-  _globals['_PROGRESSSNAPSHOT']._serialized_start=691
-  _globals['_PROGRESSSNAPSHOT']._serialized_end=913
-  _globals['_MODELACTIVITY']._serialized_start=916
-  _globals['_MODELACTIVITY']._serialized_end=1303
-  _globals['_TASKSCORED']._serialized_start=1305
-  _globals['_TASKSCORED']._serialized_end=1365
-  _globals['_SAMPLEFAILED']._serialized_start=1368
-  _globals['_SAMPLEFAILED']._serialized_end=1532
-  _globals['_HEARTBEAT']._serialized_start=1534
-  _globals['_HEARTBEAT']._serialized_end=1566
+  _globals['_RUNSTATECHANGED']._serialized_start=573
+  _globals['_RUNSTATECHANGED']._serialized_end=712
+  _globals['_PROGRESSSNAPSHOT']._serialized_start=715
+  _globals['_PROGRESSSNAPSHOT']._serialized_end=937
+  _globals['_MODELACTIVITY']._serialized_start=940
+  _globals['_MODELACTIVITY']._serialized_end=1327
+  _globals['_TASKSCORED']._serialized_start=1329
+  _globals['_TASKSCORED']._serialized_end=1389
+  _globals['_SAMPLEFAILED']._serialized_start=1392
+  _globals['_SAMPLEFAILED']._serialized_end=1604
+  _globals['_HEARTBEAT']._serialized_start=1606
+  _globals['_HEARTBEAT']._serialized_end=1638
 # @@protoc_insertion_point(module_scope)

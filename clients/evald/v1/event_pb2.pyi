@@ -36,14 +36,16 @@ class RunEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., state_changed: _Optional[_Union[RunStateChanged, _Mapping]] = ..., progress: _Optional[_Union[ProgressSnapshot, _Mapping]] = ..., task_scored: _Optional[_Union[TaskScored, _Mapping]] = ..., sample_failed: _Optional[_Union[SampleFailed, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class RunStateChanged(_message.Message):
-    __slots__ = ("state", "previous", "cancel_requested")
+    __slots__ = ("state", "previous", "cancel_requested", "cancel_reason")
     STATE_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
     state: _enums_pb2.RunState
     previous: _enums_pb2.RunState
     cancel_requested: bool
-    def __init__(self, state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., previous: _Optional[_Union[_enums_pb2.RunState, str]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+    cancel_reason: str
+    def __init__(self, state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., previous: _Optional[_Union[_enums_pb2.RunState, str]] = ..., cancel_requested: _Optional[bool] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
 
 class ProgressSnapshot(_message.Message):
     __slots__ = ("progress", "throughput_per_s", "eta", "completed_since_last", "throughput_known", "models")
@@ -98,7 +100,7 @@ class TaskScored(_message.Message):
     def __init__(self, result: _Optional[_Union[_result_pb2.TaskEvaluationResult, _Mapping]] = ...) -> None: ...
 
 class SampleFailed(_message.Message):
-    __slots__ = ("task_id", "subtask_id", "record_id", "repeat_index", "error", "attempts", "model_id")
+    __slots__ = ("task_id", "subtask_id", "record_id", "repeat_index", "error", "attempts", "model_id", "failed_attempts")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_ID_FIELD_NUMBER: _ClassVar[int]
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +108,7 @@ class SampleFailed(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     subtask_id: str
     record_id: str
@@ -113,7 +116,8 @@ class SampleFailed(_message.Message):
     error: _errors_pb2.EvalError
     attempts: int
     model_id: str
-    def __init__(self, task_id: _Optional[str] = ..., subtask_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., attempts: _Optional[int] = ..., model_id: _Optional[str] = ...) -> None: ...
+    failed_attempts: _run_pb2.RetryCounts
+    def __init__(self, task_id: _Optional[str] = ..., subtask_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., attempts: _Optional[int] = ..., model_id: _Optional[str] = ..., failed_attempts: _Optional[_Union[_run_pb2.RetryCounts, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("current_seq",)

@@ -4,6 +4,7 @@ from evald.v1 import enums_pb2 as _enums_pb2
 from evald.v1 import errors_pb2 as _errors_pb2
 from evald.v1 import model_pb2 as _model_pb2
 from evald.v1 import payloads_pb2 as _payloads_pb2
+from evald.v1 import run_pb2 as _run_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -28,7 +29,7 @@ INTERVAL_METHOD_WILSON: IntervalMethod
 INTERVAL_METHOD_NORMAL: IntervalMethod
 
 class TaskEvaluationResult(_message.Message):
-    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "classification", "qa", "ner", "summarization", "generation", "multiple_choice")
+    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "judge_execution_profile", "classification", "qa", "ner", "summarization", "generation", "multiple_choice")
     class MetricsSummaryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +57,7 @@ class TaskEvaluationResult(_message.Message):
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     CREATED_TIME_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_EXECUTION_PROFILE_FIELD_NUMBER: _ClassVar[int]
     CLASSIFICATION_FIELD_NUMBER: _ClassVar[int]
     QA_FIELD_NUMBER: _ClassVar[int]
     NER_FIELD_NUMBER: _ClassVar[int]
@@ -75,13 +77,14 @@ class TaskEvaluationResult(_message.Message):
     errors: _containers.RepeatedCompositeFieldContainer[_errors_pb2.EvalError]
     provenance: Provenance
     created_time: _timestamp_pb2.Timestamp
+    judge_execution_profile: ExecutionProfile
     classification: _payloads_pb2.ClassificationPayload
     qa: _payloads_pb2.QaPayload
     ner: _payloads_pb2.NerPayload
     summarization: _payloads_pb2.SummarizationPayload
     generation: _payloads_pb2.GenerationPayload
     multiple_choice: _payloads_pb2.MultipleChoicePayload
-    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ...) -> None: ...
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., judge_execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ...) -> None: ...
 
 class BenchmarkRef(_message.Message):
     __slots__ = ("name", "benchmark_version", "content_sha256", "record_count", "dataset_id")
@@ -122,7 +125,7 @@ class MetricInterval(_message.Message):
     def __init__(self, lower: _Optional[float] = ..., upper: _Optional[float] = ..., confidence_level: _Optional[float] = ..., method: _Optional[_Union[IntervalMethod, str]] = ..., resamples: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ExecutionProfile(_message.Message):
-    __slots__ = ("samples_total", "samples_succeeded", "samples_failed", "samples_cancelled", "wall_time", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "prompt_tokens", "completion_tokens", "tokens_per_second", "requests", "retries", "rate_limited", "effective_concurrency", "scoring_time", "samples_truncated", "samples_empty", "samples_without_usage", "decode_tokens_per_second")
+    __slots__ = ("samples_total", "samples_succeeded", "samples_failed", "samples_cancelled", "wall_time", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "prompt_tokens", "completion_tokens", "tokens_per_second", "requests", "retries", "rate_limited", "effective_concurrency", "scoring_time", "samples_truncated", "samples_empty", "samples_without_usage", "decode_tokens_per_second", "cost", "cache_hits")
     SAMPLES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +149,8 @@ class ExecutionProfile(_message.Message):
     SAMPLES_EMPTY_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_WITHOUT_USAGE_FIELD_NUMBER: _ClassVar[int]
     DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HITS_FIELD_NUMBER: _ClassVar[int]
     samples_total: int
     samples_succeeded: int
     samples_failed: int
@@ -169,7 +174,9 @@ class ExecutionProfile(_message.Message):
     samples_empty: int
     samples_without_usage: int
     decode_tokens_per_second: float
-    def __init__(self, samples_total: _Optional[int] = ..., samples_succeeded: _Optional[int] = ..., samples_failed: _Optional[int] = ..., samples_cancelled: _Optional[int] = ..., wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_mean_ms: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p90_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., tokens_per_second: _Optional[float] = ..., requests: _Optional[int] = ..., retries: _Optional[int] = ..., rate_limited: _Optional[int] = ..., effective_concurrency: _Optional[float] = ..., scoring_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., samples_truncated: _Optional[int] = ..., samples_empty: _Optional[int] = ..., samples_without_usage: _Optional[int] = ..., decode_tokens_per_second: _Optional[float] = ...) -> None: ...
+    cost: _run_pb2.Cost
+    cache_hits: int
+    def __init__(self, samples_total: _Optional[int] = ..., samples_succeeded: _Optional[int] = ..., samples_failed: _Optional[int] = ..., samples_cancelled: _Optional[int] = ..., wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_mean_ms: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p90_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., tokens_per_second: _Optional[float] = ..., requests: _Optional[int] = ..., retries: _Optional[int] = ..., rate_limited: _Optional[int] = ..., effective_concurrency: _Optional[float] = ..., scoring_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., samples_truncated: _Optional[int] = ..., samples_empty: _Optional[int] = ..., samples_without_usage: _Optional[int] = ..., decode_tokens_per_second: _Optional[float] = ..., cost: _Optional[_Union[_run_pb2.Cost, _Mapping]] = ..., cache_hits: _Optional[int] = ...) -> None: ...
 
 class RepeatStats(_message.Message):
     __slots__ = ("repeats", "records", "mean_within_record_stddev", "consistent_record_fraction")
@@ -184,7 +191,7 @@ class RepeatStats(_message.Message):
     def __init__(self, repeats: _Optional[int] = ..., records: _Optional[int] = ..., mean_within_record_stddev: _Optional[float] = ..., consistent_record_fraction: _Optional[float] = ...) -> None: ...
 
 class Provenance(_message.Message):
-    __slots__ = ("contract_version", "evald_version", "scorer", "prompt_template_sha256", "dataset_sha256", "python_version", "platform", "bootstrap_seed", "dependencies")
+    __slots__ = ("contract_version", "evald_version", "scorer", "prompt_template_sha256", "dataset_sha256", "python_version", "platform", "bootstrap_seed", "dependencies", "judge")
     class DependenciesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +208,7 @@ class Provenance(_message.Message):
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
     BOOTSTRAP_SEED_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
     contract_version: str
     evald_version: str
     scorer: str
@@ -210,4 +218,29 @@ class Provenance(_message.Message):
     platform: str
     bootstrap_seed: int
     dependencies: _containers.ScalarMap[str, str]
-    def __init__(self, contract_version: _Optional[str] = ..., evald_version: _Optional[str] = ..., scorer: _Optional[str] = ..., prompt_template_sha256: _Optional[str] = ..., dataset_sha256: _Optional[str] = ..., python_version: _Optional[str] = ..., platform: _Optional[str] = ..., bootstrap_seed: _Optional[int] = ..., dependencies: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    judge: JudgeProvenance
+    def __init__(self, contract_version: _Optional[str] = ..., evald_version: _Optional[str] = ..., scorer: _Optional[str] = ..., prompt_template_sha256: _Optional[str] = ..., dataset_sha256: _Optional[str] = ..., python_version: _Optional[str] = ..., platform: _Optional[str] = ..., bootstrap_seed: _Optional[int] = ..., dependencies: _Optional[_Mapping[str, str]] = ..., judge: _Optional[_Union[JudgeProvenance, _Mapping]] = ...) -> None: ...
+
+class JudgeProvenance(_message.Message):
+    __slots__ = ("model", "rubric_sha256", "score_format", "scale_min", "scale_max", "pass_threshold", "rounds", "parse_retries", "judged_samples", "unjudged_samples")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SCALE_MIN_FIELD_NUMBER: _ClassVar[int]
+    SCALE_MAX_FIELD_NUMBER: _ClassVar[int]
+    PASS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    PARSE_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    JUDGED_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    UNJUDGED_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    model: _model_pb2.ModelIdentity
+    rubric_sha256: str
+    score_format: _enums_pb2.JudgeScoreFormat
+    scale_min: int
+    scale_max: int
+    pass_threshold: float
+    rounds: int
+    parse_retries: int
+    judged_samples: int
+    unjudged_samples: int
+    def __init__(self, model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., rubric_sha256: _Optional[str] = ..., score_format: _Optional[_Union[_enums_pb2.JudgeScoreFormat, str]] = ..., scale_min: _Optional[int] = ..., scale_max: _Optional[int] = ..., pass_threshold: _Optional[float] = ..., rounds: _Optional[int] = ..., parse_retries: _Optional[int] = ..., judged_samples: _Optional[int] = ..., unjudged_samples: _Optional[int] = ...) -> None: ...

@@ -30,7 +30,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x65vald/v1/run.proto\x12\x08\x65vald.v1\x1a\x16\x65vald/v1/dataset.proto\x1a\x14\x65vald/v1/enums.proto\x1a\x14\x65vald/v1/model.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x04\n\x07RunSpec\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\tmodel_ids\x18\x02 \x03(\tB\x04\xe2\x41\x01\x02\x12,\n\x08\x64\x61tasets\x18\x03 \x03(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x02\x12\"\n\x0fmax_concurrency\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x14\n\x06repeat\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x31\n\x0cretry_policy\x18\x06 \x01(\x0b\x32\x15.evald.v1.RetryPolicyB\x04\xe2\x41\x01\x01\x12>\n\x14generation_overrides\x18\x07 \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x12\x33\n\x06labels\x18\x08 \x03(\x0b\x32\x1d.evald.v1.RunSpec.LabelsEntryB\x04\xe2\x41\x01\x01\x12:\n\x0f\x64\x61taset_options\x18\t \x03(\x0b\x32\x1b.evald.v1.DatasetRunOptionsB\x04\xe2\x41\x01\x01\x12-\n\x06prompt\x18\n \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x01\x12\x35\n\x0e\x63hoice_scoring\x18\x0b \x01(\x0e\x32\x17.evald.v1.ChoiceScoringB\x04\xe2\x41\x01\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_max_concurrency\"\xe6\x01\n\x11\x44\x61tasetRunOptions\x12+\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x02\x12>\n\x14generation_overrides\x18\x02 \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x12-\n\x06prompt\x18\x03 \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x01\x12\x35\n\x0e\x63hoice_scoring\x18\x04 \x01(\x0e\x32\x17.evald.v1.ChoiceScoringB\x04\xe2\x41\x01\x01\"\xe1\x01\n\x0bRetryPolicy\x12\x1e\n\x0bmax_retries\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x30\n\x07\x62\x61\x63koff\x18\x02 \x03(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\"\n\x0fjitter_fraction\x18\x03 \x01(\x01\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x12\x38\n\x0fretry_after_cap\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x42\x0e\n\x0c_max_retriesB\x12\n\x10_jitter_fraction\"\x95\x03\n\x03Run\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12%\n\x04spec\x18\x02 \x01(\x0b\x32\x11.evald.v1.RunSpecB\x04\xe2\x41\x01\x03\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x12.evald.v1.RunStateB\x04\xe2\x41\x01\x03\x12-\n\x08progress\x18\x04 \x01(\x0b\x32\x15.evald.v1.RunProgressB\x04\xe2\x41\x01\x03\x12\x36\n\x0c\x63reated_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x36\n\x0cstarted_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x37\n\rfinished_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x16\n\x08last_seq\x18\x08 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x18\n\nrequest_id\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x1e\n\x10\x63\x61ncel_requested\x18\n \x01(\x08\x42\x04\xe2\x41\x01\x03\"\xa2\x01\n\rSubtaskCounts\x12\r\n\x05total\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x10\n\x08retrying\x18\x04 \x01(\x03\x12\x11\n\tsucceeded\x18\x05 \x01(\x03\x12\x18\n\x10\x66\x61iled_permanent\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\x12\x0e\n\x06queued\x18\x08 \x01(\x03\"]\n\x0bRunProgress\x12\'\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.evald.v1.TaskProgress\"\xfb\x01\n\x0cTaskProgress\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12%\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x14.evald.v1.DatasetRef\x12%\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskType\x12\"\n\x05state\x18\x05 \x01(\x0e\x32\x13.evald.v1.TaskState\x12\'\n\x06\x63ounts\x18\x06 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12-\n\rresult_status\x18\x07 \x01(\x0e\x32\x16.evald.v1.ResultStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x65vald/v1/run.proto\x12\x08\x65vald.v1\x1a\x16\x65vald/v1/dataset.proto\x1a\x14\x65vald/v1/enums.proto\x1a\x14\x65vald/v1/model.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x05\n\x07RunSpec\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\tmodel_ids\x18\x02 \x03(\tB\x04\xe2\x41\x01\x02\x12,\n\x08\x64\x61tasets\x18\x03 \x03(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x02\x12\"\n\x0fmax_concurrency\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x14\n\x06repeat\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x31\n\x0cretry_policy\x18\x06 \x01(\x0b\x32\x15.evald.v1.RetryPolicyB\x04\xe2\x41\x01\x01\x12>\n\x14generation_overrides\x18\x07 \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x12\x33\n\x06labels\x18\x08 \x03(\x0b\x32\x1d.evald.v1.RunSpec.LabelsEntryB\x04\xe2\x41\x01\x01\x12:\n\x0f\x64\x61taset_options\x18\t \x03(\x0b\x32\x1b.evald.v1.DatasetRunOptionsB\x04\xe2\x41\x01\x01\x12-\n\x06prompt\x18\n \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x01\x12\x35\n\x0e\x63hoice_scoring\x18\x0b \x01(\x0e\x32\x17.evald.v1.ChoiceScoringB\x04\xe2\x41\x01\x01\x12)\n\x06\x62udget\x18\x0c \x01(\x0b\x32\x13.evald.v1.RunBudgetB\x04\xe2\x41\x01\x01\x12(\n\x05judge\x18\r \x01(\x0b\x32\x13.evald.v1.JudgeSpecB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eresponse_cache\x18\x0e \x01(\x08\x42\x04\xe2\x41\x01\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_max_concurrency\"k\n\tRunBudget\x12\x1f\n\x0cmax_cost_usd\x18\x01 \x01(\x01\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x1d\n\nmax_tokens\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x42\x0f\n\r_max_cost_usdB\r\n\x0b_max_tokens\"K\n\x04\x43ost\x12\x10\n\x08\x63ost_usd\x18\x01 \x01(\x01\x12\x11\n\testimated\x18\x02 \x01(\x08\x12\x0e\n\x06tokens\x18\x03 \x01(\x03\x12\x0e\n\x06priced\x18\x04 \x01(\x08\"\xe3\x02\n\tJudgeSpec\x12\x16\n\x08model_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06rubric\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x36\n\x0cscore_format\x18\x03 \x01(\x0e\x32\x1a.evald.v1.JudgeScoreFormatB\x04\xe2\x41\x01\x01\x12\x17\n\tscale_min\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x17\n\tscale_max\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12!\n\x0epass_threshold\x18\x06 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x14\n\x06rounds\x18\x07 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12 \n\rparse_retries\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x12>\n\x14generation_overrides\x18\t \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x42\x11\n\x0f_pass_thresholdB\x10\n\x0e_parse_retries\"\xe6\x01\n\x11\x44\x61tasetRunOptions\x12+\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x14.evald.v1.DatasetRefB\x04\xe2\x41\x01\x02\x12>\n\x14generation_overrides\x18\x02 \x01(\x0b\x32\x1a.evald.v1.GenerationParamsB\x04\xe2\x41\x01\x01\x12-\n\x06prompt\x18\x03 \x01(\x0b\x32\x17.evald.v1.PromptOptionsB\x04\xe2\x41\x01\x01\x12\x35\n\x0e\x63hoice_scoring\x18\x04 \x01(\x0e\x32\x17.evald.v1.ChoiceScoringB\x04\xe2\x41\x01\x01\"\xaf\x03\n\x0bRetryPolicy\x12\x1e\n\x0bmax_retries\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x30\n\x07\x62\x61\x63koff\x18\x02 \x03(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\"\n\x0fjitter_fraction\x18\x03 \x01(\x01\x42\x04\xe2\x41\x01\x01H\x01\x88\x01\x01\x12\x38\n\x0fretry_after_cap\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12+\n\x18max_rate_limited_retries\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x02\x88\x01\x01\x12&\n\x13max_timeout_retries\x18\x06 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x03\x88\x01\x01\x12(\n\x15max_transient_retries\x18\x07 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x04\x88\x01\x01\x42\x0e\n\x0c_max_retriesB\x12\n\x10_jitter_fractionB\x1b\n\x19_max_rate_limited_retriesB\x16\n\x14_max_timeout_retriesB\x18\n\x16_max_transient_retries\"G\n\x0bRetryCounts\x12\x14\n\x0crate_limited\x18\x01 \x01(\x05\x12\x0f\n\x07timeout\x18\x02 \x01(\x05\x12\x11\n\ttransient\x18\x03 \x01(\x05\"\xb2\x03\n\x03Run\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12%\n\x04spec\x18\x02 \x01(\x0b\x32\x11.evald.v1.RunSpecB\x04\xe2\x41\x01\x03\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x12.evald.v1.RunStateB\x04\xe2\x41\x01\x03\x12-\n\x08progress\x18\x04 \x01(\x0b\x32\x15.evald.v1.RunProgressB\x04\xe2\x41\x01\x03\x12\x36\n\x0c\x63reated_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x36\n\x0cstarted_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x37\n\rfinished_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x16\n\x08last_seq\x18\x08 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x18\n\nrequest_id\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x1e\n\x10\x63\x61ncel_requested\x18\n \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x1b\n\rcancel_reason\x18\x0b \x01(\tB\x04\xe2\x41\x01\x03\"\xa2\x01\n\rSubtaskCounts\x12\r\n\x05total\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x10\n\x08retrying\x18\x04 \x01(\x03\x12\x11\n\tsucceeded\x18\x05 \x01(\x03\x12\x18\n\x10\x66\x61iled_permanent\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\x12\x0e\n\x06queued\x18\x08 \x01(\x03\"{\n\x0bRunProgress\x12\'\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.evald.v1.TaskProgress\x12\x1c\n\x04\x63ost\x18\x03 \x01(\x0b\x32\x0e.evald.v1.Cost\"\xfb\x01\n\x0cTaskProgress\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08model_id\x18\x02 \x01(\t\x12%\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x14.evald.v1.DatasetRef\x12%\n\ttask_type\x18\x04 \x01(\x0e\x32\x12.evald.v1.TaskType\x12\"\n\x05state\x18\x05 \x01(\x0e\x32\x13.evald.v1.TaskState\x12\'\n\x06\x63ounts\x18\x06 \x01(\x0b\x32\x17.evald.v1.SubtaskCounts\x12-\n\rresult_status\x18\x07 \x01(\x0e\x32\x16.evald.v1.ResultStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -61,6 +61,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNSPEC'].fields_by_name['prompt']._serialized_options = b'\342A\001\001'
   _globals['_RUNSPEC'].fields_by_name['choice_scoring']._loaded_options = None
   _globals['_RUNSPEC'].fields_by_name['choice_scoring']._serialized_options = b'\342A\001\001'
+  _globals['_RUNSPEC'].fields_by_name['budget']._loaded_options = None
+  _globals['_RUNSPEC'].fields_by_name['budget']._serialized_options = b'\342A\001\001'
+  _globals['_RUNSPEC'].fields_by_name['judge']._loaded_options = None
+  _globals['_RUNSPEC'].fields_by_name['judge']._serialized_options = b'\342A\001\001'
+  _globals['_RUNSPEC'].fields_by_name['response_cache']._loaded_options = None
+  _globals['_RUNSPEC'].fields_by_name['response_cache']._serialized_options = b'\342A\001\001'
+  _globals['_RUNBUDGET'].fields_by_name['max_cost_usd']._loaded_options = None
+  _globals['_RUNBUDGET'].fields_by_name['max_cost_usd']._serialized_options = b'\342A\001\001'
+  _globals['_RUNBUDGET'].fields_by_name['max_tokens']._loaded_options = None
+  _globals['_RUNBUDGET'].fields_by_name['max_tokens']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['model_id']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['model_id']._serialized_options = b'\342A\001\002'
+  _globals['_JUDGESPEC'].fields_by_name['rubric']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['rubric']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['score_format']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['score_format']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['scale_min']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['scale_min']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['scale_max']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['scale_max']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['pass_threshold']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['pass_threshold']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['rounds']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['rounds']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['parse_retries']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['parse_retries']._serialized_options = b'\342A\001\001'
+  _globals['_JUDGESPEC'].fields_by_name['generation_overrides']._loaded_options = None
+  _globals['_JUDGESPEC'].fields_by_name['generation_overrides']._serialized_options = b'\342A\001\001'
   _globals['_DATASETRUNOPTIONS'].fields_by_name['dataset']._loaded_options = None
   _globals['_DATASETRUNOPTIONS'].fields_by_name['dataset']._serialized_options = b'\342A\001\002'
   _globals['_DATASETRUNOPTIONS'].fields_by_name['generation_overrides']._loaded_options = None
@@ -77,6 +105,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RETRYPOLICY'].fields_by_name['jitter_fraction']._serialized_options = b'\342A\001\001'
   _globals['_RETRYPOLICY'].fields_by_name['retry_after_cap']._loaded_options = None
   _globals['_RETRYPOLICY'].fields_by_name['retry_after_cap']._serialized_options = b'\342A\001\001'
+  _globals['_RETRYPOLICY'].fields_by_name['max_rate_limited_retries']._loaded_options = None
+  _globals['_RETRYPOLICY'].fields_by_name['max_rate_limited_retries']._serialized_options = b'\342A\001\001'
+  _globals['_RETRYPOLICY'].fields_by_name['max_timeout_retries']._loaded_options = None
+  _globals['_RETRYPOLICY'].fields_by_name['max_timeout_retries']._serialized_options = b'\342A\001\001'
+  _globals['_RETRYPOLICY'].fields_by_name['max_transient_retries']._loaded_options = None
+  _globals['_RETRYPOLICY'].fields_by_name['max_transient_retries']._serialized_options = b'\342A\001\001'
   _globals['_RUN'].fields_by_name['run_id']._loaded_options = None
   _globals['_RUN'].fields_by_name['run_id']._serialized_options = b'\342A\001\003'
   _globals['_RUN'].fields_by_name['spec']._loaded_options = None
@@ -97,20 +131,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUN'].fields_by_name['request_id']._serialized_options = b'\342A\001\003'
   _globals['_RUN'].fields_by_name['cancel_requested']._loaded_options = None
   _globals['_RUN'].fields_by_name['cancel_requested']._serialized_options = b'\342A\001\003'
+  _globals['_RUN'].fields_by_name['cancel_reason']._loaded_options = None
+  _globals['_RUN'].fields_by_name['cancel_reason']._serialized_options = b'\342A\001\003'
   _globals['_RUNSPEC']._serialized_start=199
-  _globals['_RUNSPEC']._serialized_end=754
-  _globals['_RUNSPEC_LABELSENTRY']._serialized_start=689
-  _globals['_RUNSPEC_LABELSENTRY']._serialized_end=734
-  _globals['_DATASETRUNOPTIONS']._serialized_start=757
-  _globals['_DATASETRUNOPTIONS']._serialized_end=987
-  _globals['_RETRYPOLICY']._serialized_start=990
-  _globals['_RETRYPOLICY']._serialized_end=1215
-  _globals['_RUN']._serialized_start=1218
-  _globals['_RUN']._serialized_end=1623
-  _globals['_SUBTASKCOUNTS']._serialized_start=1626
-  _globals['_SUBTASKCOUNTS']._serialized_end=1788
-  _globals['_RUNPROGRESS']._serialized_start=1790
-  _globals['_RUNPROGRESS']._serialized_end=1883
-  _globals['_TASKPROGRESS']._serialized_start=1886
-  _globals['_TASKPROGRESS']._serialized_end=2137
+  _globals['_RUNSPEC']._serialized_end=869
+  _globals['_RUNSPEC_LABELSENTRY']._serialized_start=804
+  _globals['_RUNSPEC_LABELSENTRY']._serialized_end=849
+  _globals['_RUNBUDGET']._serialized_start=871
+  _globals['_RUNBUDGET']._serialized_end=978
+  _globals['_COST']._serialized_start=980
+  _globals['_COST']._serialized_end=1055
+  _globals['_JUDGESPEC']._serialized_start=1058
+  _globals['_JUDGESPEC']._serialized_end=1413
+  _globals['_DATASETRUNOPTIONS']._serialized_start=1416
+  _globals['_DATASETRUNOPTIONS']._serialized_end=1646
+  _globals['_RETRYPOLICY']._serialized_start=1649
+  _globals['_RETRYPOLICY']._serialized_end=2080
+  _globals['_RETRYCOUNTS']._serialized_start=2082
+  _globals['_RETRYCOUNTS']._serialized_end=2153
+  _globals['_RUN']._serialized_start=2156
+  _globals['_RUN']._serialized_end=2590
+  _globals['_SUBTASKCOUNTS']._serialized_start=2593
+  _globals['_SUBTASKCOUNTS']._serialized_end=2755
+  _globals['_RUNPROGRESS']._serialized_start=2757
+  _globals['_RUNPROGRESS']._serialized_end=2880
+  _globals['_TASKPROGRESS']._serialized_start=2883
+  _globals['_TASKPROGRESS']._serialized_end=3134
 # @@protoc_insertion_point(module_scope)

@@ -2,6 +2,7 @@ import datetime
 
 from evald.v1 import enums_pb2 as _enums_pb2
 from evald.v1 import errors_pb2 as _errors_pb2
+from evald.v1 import run_pb2 as _run_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -29,7 +30,7 @@ FINISH_REASON_TOOL_CALLS: FinishReason
 FINISH_REASON_UNKNOWN: FinishReason
 
 class Sample(_message.Message):
-    __slots__ = ("subtask_id", "task_id", "model_id", "record_id", "repeat_index", "state", "input", "expected", "output", "scores", "flags", "attempts", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "first_error", "last_error", "finished_time", "finish_reason", "usage_reported", "decode_tokens_per_second", "truncated_fields")
+    __slots__ = ("subtask_id", "task_id", "model_id", "record_id", "repeat_index", "state", "input", "expected", "output", "scores", "flags", "attempts", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "first_error", "last_error", "finished_time", "finish_reason", "usage_reported", "decode_tokens_per_second", "truncated_fields", "cost", "failed_attempts", "judgement", "cache_hit")
     class ScoresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +61,10 @@ class Sample(_message.Message):
     USAGE_REPORTED_FIELD_NUMBER: _ClassVar[int]
     DECODE_TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    FAILED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    JUDGEMENT_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
     subtask_id: str
     task_id: str
     model_id: str
@@ -83,7 +88,11 @@ class Sample(_message.Message):
     usage_reported: bool
     decode_tokens_per_second: float
     truncated_fields: _containers.RepeatedCompositeFieldContainer[TruncatedField]
-    def __init__(self, subtask_id: _Optional[str] = ..., task_id: _Optional[str] = ..., model_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., state: _Optional[_Union[_enums_pb2.SubtaskState, str]] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., first_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage_reported: _Optional[bool] = ..., decode_tokens_per_second: _Optional[float] = ..., truncated_fields: _Optional[_Iterable[_Union[TruncatedField, _Mapping]]] = ...) -> None: ...
+    cost: _run_pb2.Cost
+    failed_attempts: _run_pb2.RetryCounts
+    judgement: SampleJudgement
+    cache_hit: bool
+    def __init__(self, subtask_id: _Optional[str] = ..., task_id: _Optional[str] = ..., model_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., state: _Optional[_Union[_enums_pb2.SubtaskState, str]] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., first_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage_reported: _Optional[bool] = ..., decode_tokens_per_second: _Optional[float] = ..., truncated_fields: _Optional[_Iterable[_Union[TruncatedField, _Mapping]]] = ..., cost: _Optional[_Union[_run_pb2.Cost, _Mapping]] = ..., failed_attempts: _Optional[_Union[_run_pb2.RetryCounts, _Mapping]] = ..., judgement: _Optional[_Union[SampleJudgement, _Mapping]] = ..., cache_hit: _Optional[bool] = ...) -> None: ...
 
 class TruncatedField(_message.Message):
     __slots__ = ("field", "full_bytes")
@@ -92,3 +101,19 @@ class TruncatedField(_message.Message):
     field: str
     full_bytes: int
     def __init__(self, field: _Optional[str] = ..., full_bytes: _Optional[int] = ...) -> None: ...
+
+class SampleJudgement(_message.Message):
+    __slots__ = ("score", "passed", "rationale", "rounds", "agreed", "error")
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    RATIONALE_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    AGREED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    passed: bool
+    rationale: str
+    rounds: int
+    agreed: bool
+    error: _errors_pb2.EvalError
+    def __init__(self, score: _Optional[float] = ..., passed: _Optional[bool] = ..., rationale: _Optional[str] = ..., rounds: _Optional[int] = ..., agreed: _Optional[bool] = ..., error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ...) -> None: ...

@@ -8,14 +8,17 @@ import re
 
 from evald.v1 import dataset_pb2, event_pb2, model_pb2, run_pb2, sample_pb2
 from evald_server.api._convert_common import (
+    cost_to_proto,
     duration,
     eval_error_to_proto,
     params_from_proto,
     params_to_proto,
+    retry_counts_to_proto,
     seconds_of,
     timestamp,
 )
 from evald_server.api._convert_enums import from_proto_enum, to_proto_enum
+from evald_server.api._convert_judge import judge_from_proto, judge_to_proto, judgement_to_proto
 from evald_server.api._convert_prompts import (
     choice_scoring_from_proto,
     dataset_options_from_proto,
@@ -49,7 +52,7 @@ from evald_server.domain import (
     SampleFailure,
     TaskType,
 )
-from evald_server.engine import generation_params
+from evald_server.engine import CLASS_BUDGETS, RunBudget, generation_params
 
 # -- requests → domain ---------------------------------------------------------------
 
@@ -89,6 +92,17 @@ def _retry_policy(message: run_pb2.RetryPolicy) -> RetryPolicy:
         retry_after_cap_s=seconds_of(message.retry_after_cap)
         if message.HasField("retry_after_cap")
         else defaults.retry_after_cap_s,
+        **{
+            name: getattr(message, name) if message.HasField(name) else None
+            for name in CLASS_BUDGETS.values()
+        },
+    )
+
+
+def _budget(message: run_pb2.RunBudget) -> RunBudget:
+    return RunBudget(
+        max_cost_usd=message.max_cost_usd if message.HasField("max_cost_usd") else None,
+        max_tokens=message.max_tokens if message.HasField("max_tokens") else None,
     )
 
 
@@ -148,6 +162,9 @@ def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
         if spec.HasField("prompt")
         else None,
         choice_scoring=choice_scoring_from_proto(spec.choice_scoring, "choice_scoring"),
+        budget=_budget(spec.budget) if spec.HasField("budget") else RunBudget(),
+        judge=judge_from_proto(spec.judge) if spec.HasField("judge") else None,
+        response_cache=spec.response_cache,
     )
 
 
@@ -219,6 +236,7 @@ def progress_to_proto(progress: RunProgress) -> run_pb2.RunProgress:
     return run_pb2.RunProgress(
         counts=_counts(progress.counters, progress.in_flight),
         tasks=[_task_progress(t) for t in progress.tasks],
+        cost=cost_to_proto(progress.cost),
     )
 
 
@@ -261,6 +279,13 @@ def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
         ),
         labels=dict(spec.labels),
     )
+    for name in CLASS_BUDGETS.values():
+        if getattr(spec.retry_policy, name) is not None:
+            setattr(message.retry_policy, name, getattr(spec.retry_policy, name))
+    if spec.budget.max_cost_usd is not None:
+        message.budget.max_cost_usd = spec.budget.max_cost_usd
+    if spec.budget.max_tokens is not None:
+        message.budget.max_tokens = spec.budget.max_tokens
     if spec.max_concurrency is not None:
         message.max_concurrency = spec.max_concurrency
     if spec.params is not None:
@@ -270,6 +295,9 @@ def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
         message.prompt.CopyFrom(prompt_to_proto(spec.prompt))
     if spec.choice_scoring is not None:
         message.choice_scoring = to_proto_enum(spec.choice_scoring)
+    if spec.judge is not None:
+        message.judge.CopyFrom(judge_to_proto(spec.judge))
+    message.response_cache = spec.response_cache
     return message
 
 
@@ -283,6 +311,7 @@ def run_to_proto(run: Run) -> run_pb2.Run:
         last_seq=run.last_seq,
         request_id=run.request_id or "",
         cancel_requested=run.cancel_requested,
+        cancel_reason=run.cancel_reason or "",
     )
     if run.started_at is not None:
         message.started_time.CopyFrom(timestamp(run.started_at))
@@ -291,8 +320,9 @@ def run_to_proto(run: Run) -> run_pb2.Run:
     return message
 
 
-def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_pb2.RunEvent:
-    """One RunEvent; ``completed_since_last`` is counted per watcher by the servicer."""
+def event_to_proto(event: RunEvent) -> event_pb2.RunEvent:
+    """One RunEvent, as stored: a snapshot's ``completed_since_last`` is the progress
+    tracker's count since the run's previous snapshot, the same for every watcher."""
     message = event_pb2.RunEvent(
         seq=event.seq, event_time=timestamp(event.time), run_id=event.run_id
     )
@@ -303,6 +333,7 @@ def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_p
             if change.previous is not None:
                 changed.previous = to_proto_enum(change.previous)
             changed.cancel_requested = change.cancel_requested
+            changed.cancel_reason = change.cancel_reason or ""
         case RunProgress() as progress:
             snapshot = message.progress
             snapshot.progress.CopyFrom(progress_to_proto(progress))
@@ -312,7 +343,7 @@ def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_p
             )
             if progress.eta_s is not None:
                 snapshot.eta.CopyFrom(duration(progress.eta_s))
-            snapshot.completed_since_last = completed_since_last
+            snapshot.completed_since_last = progress.completed_since_last
             snapshot.models.extend(_activity(m) for m in progress.models)
         case TaskEvaluation() as evaluation:
             message.task_scored.result.CopyFrom(evaluation_to_proto(evaluation))
@@ -326,6 +357,7 @@ def event_to_proto(event: RunEvent, *, completed_since_last: int = 0) -> event_p
                     error=eval_error_to_proto(failure.error),
                     attempts=failure.attempts,
                     model_id=failure.model_id,
+                    failed_attempts=retry_counts_to_proto(failure.failures),
                 )
             )
         case None:
@@ -349,7 +381,10 @@ def sample_to_proto(sample: Sample) -> sample_pb2.Sample:
         attempts=sample.attempts,
         prompt_tokens=sample.prompt_tokens or 0,
         completion_tokens=sample.completion_tokens or 0,
+        failed_attempts=retry_counts_to_proto(sample.failures),
     )
+    if sample.cost is not None:
+        message.cost.CopyFrom(cost_to_proto(sample.cost))
     if sample.finish_reason is not None:
         message.finish_reason = to_proto_enum(FinishReason.parse(sample.finish_reason))
     message.usage_reported = sample.usage_reported
@@ -367,4 +402,7 @@ def sample_to_proto(sample: Sample) -> sample_pb2.Sample:
         message.last_error.CopyFrom(eval_error_to_proto(sample.last_error))
     if sample.finished_at is not None:
         message.finished_time.CopyFrom(timestamp(sample.finished_at))
+    if sample.judgement is not None:
+        message.judgement.CopyFrom(judgement_to_proto(sample.judgement))
+    message.cache_hit = sample.cache_hit
     return message

@@ -4,10 +4,10 @@ import math
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from evald.v1 import errors_pb2, model_pb2
+from evald.v1 import errors_pb2, model_pb2, run_pb2
 from evald_server.api._convert_enums import to_proto_enum
 from evald_server.config import GenerationParams
-from evald_server.domain import EvalError
+from evald_server.domain import Cost, EvalError, RetryCounts
 
 
 def timestamp(epoch_s: float) -> timestamp_pb2.Timestamp:
@@ -57,4 +57,19 @@ def eval_error_to_proto(error: EvalError) -> errors_pb2.EvalError:
         retryable=error.retryable,
         http_equivalent=error.http_equivalent,
         metadata=dict(error.metadata),
+    )
+
+
+def cost_to_proto(cost: Cost) -> run_pb2.Cost:
+    return run_pb2.Cost(
+        cost_usd=cost.cost_usd if cost.priced else 0.0,
+        estimated=cost.estimated,
+        tokens=cost.tokens,
+        priced=cost.priced,
+    )
+
+
+def retry_counts_to_proto(counts: RetryCounts) -> run_pb2.RetryCounts:
+    return run_pb2.RetryCounts(
+        rate_limited=counts.rate_limited, timeout=counts.timeout, transient=counts.transient
     )

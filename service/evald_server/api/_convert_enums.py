@@ -16,6 +16,7 @@ from evald_server.domain import (
     ErrorCategory,
     ErrorReason,
     FinishReason,
+    JudgeScoreFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -38,6 +39,7 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     TaskPairing: (comparison_pb2.TaskPairing, "TASK_PAIRING_"),
     ShotFormat: (enums_pb2.ShotFormat, "SHOT_FORMAT_"),
     ChoiceScoring: (enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
+    JudgeScoreFormat: (enums_pb2.JudgeScoreFormat, "JUDGE_SCORE_FORMAT_"),
     FinishReason: (sample_pb2.FinishReason, "FINISH_REASON_"),
 }
 

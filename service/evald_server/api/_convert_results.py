@@ -2,12 +2,14 @@
 
 from evald.v1 import model_pb2, result_pb2
 from evald_server.api._convert_common import (
+    cost_to_proto,
     duration,
     eval_error_to_proto,
     params_to_proto,
     timestamp,
 )
 from evald_server.api._convert_enums import to_proto_enum
+from evald_server.api._convert_judge import judge_provenance_to_proto
 from evald_server.api._convert_scores import apply_score_report
 from evald_server.engine import ExecutionProfile, TaskEvaluation
 
@@ -34,9 +36,12 @@ def _profile(profile: ExecutionProfile) -> result_pb2.ExecutionProfile:
         samples_truncated=profile.samples_truncated,
         samples_empty=profile.samples_empty,
         samples_without_usage=profile.samples_without_usage,
+        cache_hits=profile.cache_hits,
     )
     if profile.decode_tokens_per_second is not None:
         message.decode_tokens_per_second = profile.decode_tokens_per_second
+    if profile.cost is not None:
+        message.cost.CopyFrom(cost_to_proto(profile.cost))
     if profile.ttft_p50_ms is not None:
         message.ttft_p50_ms = profile.ttft_p50_ms
     if profile.ttft_p99_ms is not None:
@@ -80,6 +85,10 @@ def evaluation_to_proto(evaluation: TaskEvaluation) -> result_pb2.TaskEvaluation
         ),
         created_time=timestamp(evaluation.created_at),
     )
+    if provenance.judge is not None:
+        result.provenance.judge.CopyFrom(judge_provenance_to_proto(provenance.judge))
+    if evaluation.judge_profile is not None:
+        result.judge_execution_profile.CopyFrom(_profile(evaluation.judge_profile))
     if evaluation.report is not None:
         apply_score_report(evaluation.report, result)
     # Execution figures are headline metrics too (p99_latency_ms …), after the scorer's.

@@ -117,7 +117,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
         self, request: service_pb2.ListModelsRequest, context: Context, tenant: str
     ) -> service_pb2.ListModelsResponse:
         # The contract lists them sorted by model_id; the config keeps its own order.
-        models = sorted(self.app.list_models(), key=lambda m: m.model_id)
+        models = sorted(self.app.models, key=lambda m: m.model_id)
         return service_pb2.ListModelsResponse(models=[model_to_proto(m) for m in models])
 
     @unary
@@ -169,7 +169,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
                 )
 
         try:
-            dataset, created = await self.app.upload_dataset(tenant, header, chunks())
+            dataset, created = await self.app.datasets.upload(tenant, header, chunks())
         except EvaldError as error:
             if error.reason is ErrorReason.DATASET_HEADER_INVALID:
                 error.with_field_paths(_in_header)
@@ -182,10 +182,10 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
     ) -> service_pb2.GetDatasetResponse:
         which = request.WhichOneof("dataset")
         if which == "dataset_id":
-            dataset = await self.app.get_dataset(tenant, dataset_id=request.dataset_id)
+            dataset = await self.app.datasets.get(tenant, dataset_id=request.dataset_id)
         elif which == "ref":
             ref = DatasetRef(request.ref.name, request.ref.benchmark_version)
-            dataset = await self.app.get_dataset(tenant, ref=ref)
+            dataset = await self.app.datasets.get(tenant, ref=ref)
         else:
             _required("", "dataset_id or ref")
         return service_pb2.GetDatasetResponse(dataset=dataset_to_proto(dataset))
@@ -194,7 +194,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
     async def ListDatasets(
         self, request: service_pb2.ListDatasetsRequest, context: Context, tenant: str
     ) -> service_pb2.ListDatasetsResponse:
-        page = await self.app.list_datasets(
+        page = await self.app.datasets.list(
             tenant,
             page_size=request.page_size,
             page_token=request.page_token,
@@ -213,21 +213,21 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
         self, request: service_pb2.CreateRunRequest, context: Context, tenant: str
     ) -> service_pb2.CreateRunResponse:
         spec = spec_from_proto(request.spec)
-        run = await self.app.create_run(tenant, spec, request.request_id or None)
+        run = await self.app.runs.create(tenant, spec, request.request_id or None)
         return service_pb2.CreateRunResponse(run=run_to_proto(run))
 
     @unary
     async def GetRun(
         self, request: service_pb2.GetRunRequest, context: Context, tenant: str
     ) -> service_pb2.GetRunResponse:
-        run = await self.app.get_run(tenant, _required(request.run_id, "run_id"))
+        run = await self.app.runs.get(tenant, _required(request.run_id, "run_id"))
         return service_pb2.GetRunResponse(run=run_to_proto(run))
 
     @unary
     async def ListRuns(
         self, request: service_pb2.ListRunsRequest, context: Context, tenant: str
     ) -> service_pb2.ListRunsResponse:
-        page = await self.app.list_runs(
+        page = await self.app.runs.list(
             tenant,
             page_size=request.page_size,
             page_token=request.page_token,
@@ -241,14 +241,14 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
     async def CancelRun(
         self, request: service_pb2.CancelRunRequest, context: Context, tenant: str
     ) -> service_pb2.CancelRunResponse:
-        run = await self.app.cancel_run(tenant, _required(request.run_id, "run_id"))
+        run = await self.app.runs.cancel(tenant, _required(request.run_id, "run_id"))
         return service_pb2.CancelRunResponse(run=run_to_proto(run))
 
     @unary
     async def RetryRun(
         self, request: service_pb2.RetryRunRequest, context: Context, tenant: str
     ) -> service_pb2.RetryRunResponse:
-        run, requeued = await self.app.retry_run(
+        run, requeued = await self.app.runs.retry(
             tenant,
             _required(request.run_id, "run_id"),
             task_ids=tuple(request.task_ids),
@@ -268,25 +268,17 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
                 f"after_seq must not be negative, got {request.after_seq}",
                 field_violations=(FieldViolation("after_seq", "must not be negative"),),
             )
-        events = await self.app.watch(
+        events = await self.app.runs.watch(
             tenant, _required(request.run_id, "run_id"), request.after_seq
         )
-        last_terminal: int | None = None
         while (event := await self._next_event(events)) is not None:
-            completed = 0
-            if event.progress is not None:
-                terminal = event.progress.counters.terminal
-                completed = terminal - last_terminal if last_terminal is not None else 0
-                last_terminal = terminal
-            yield service_pb2.WatchRunResponse(
-                event=event_to_proto(event, completed_since_last=max(completed, 0))
-            )
+            yield service_pb2.WatchRunResponse(event=event_to_proto(event))
 
     @unary
     async def ListResults(
         self, request: service_pb2.ListResultsRequest, context: Context, tenant: str
     ) -> service_pb2.ListResultsResponse:
-        page = await self.app.list_results(
+        page = await self.app.runs.results(
             tenant,
             _required(request.run_id, "run_id"),
             task_ids=tuple(request.task_ids),
@@ -302,7 +294,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
     async def ListSamples(
         self, request: service_pb2.ListSamplesRequest, context: Context, tenant: str
     ) -> service_pb2.ListSamplesResponse:
-        page = await self.app.list_samples(
+        page = await self.app.runs.samples(
             tenant,
             _required(request.run_id, "run_id"),
             task_id=request.task_id or None,
@@ -319,7 +311,7 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
     async def CompareRuns(
         self, request: service_pb2.CompareRunsRequest, context: Context, tenant: str
     ) -> service_pb2.CompareRunsResponse:
-        comparison = await self.app.compare_runs(
+        comparison = await self.app.comparisons.compare(
             tenant,
             request.baseline_run_id,
             request.candidate_run_id,

@@ -1,7 +1,8 @@
-"""The application layer: the ``Evald`` facade the gRPC servicer calls, and the domain
-objects it takes and returns (no proto here)."""
+"""The application layer: the run, dataset and comparison services the gRPC servicer
+calls, ``Evald`` (the composition root that builds, starts and drains them), and the
+domain objects they take and return (no proto here)."""
 
-from evald_server.app._evald import Evald
+from evald_server.app._composition import Evald
 from evald_server.app._types import Dataset, DatasetHeader, ModelInfo, Run, Sample
 from evald_server.engine import (
     DatasetRef,

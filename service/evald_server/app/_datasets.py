@@ -16,7 +16,7 @@ from collections.abc import AsyncIterable, Iterable
 
 import anyio
 
-from evald_server.app._pages import decode_token, encode_token, keyset, page_size
+from evald_server.app._pages import keyset, page_query
 from evald_server.app._types import Dataset, DatasetHeader, Page
 from evald_server.config import LimitsSection
 from evald_server.datasets import ParsedDataset, parse_jsonl, validate_template
@@ -41,8 +41,6 @@ _SEMVER = re.compile(
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
 )
 _MAX_REQUEST_ID = 128
-# The whole upload is held while it is validated; this bounds that memory.
-MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 
 
 def _header_problems(header: DatasetHeader) -> list[FieldViolation]:
@@ -65,9 +63,11 @@ def _header_problems(header: DatasetHeader) -> list[FieldViolation]:
 
 
 class DatasetService:
-    def __init__(self, store: Store, limits: LimitsSection) -> None:
+    def __init__(self, store: Store, limits: LimitsSection, *, max_upload_bytes: int) -> None:
         self._store = store
         self._limits = limits
+        # The whole upload is held while it is validated; this bounds that memory.
+        self._max_upload_bytes = max_upload_bytes
 
     async def upload(
         self, tenant: str, header: DatasetHeader, chunks: AsyncIterable[bytes] | Iterable[bytes]
@@ -83,7 +83,7 @@ class DatasetService:
             )
         if header.prompt_template is not None:
             validate_template(header.task_type, header.prompt_template)
-        received = await _collect(chunks)
+        received = await _collect(chunks, self._max_upload_bytes)
         size = sum(len(c) for c in received)
         # Validation is CPU work (pydantic per record): off the event loop.
         parse = functools.partial(
@@ -195,40 +195,34 @@ class DatasetService:
         self,
         tenant: str,
         *,
-        size: int = 0,
-        token: str = "",
+        page_size: int = 0,
+        page_token: str = "",
         name: str | None = None,
         task_type: TaskType | None = None,
     ) -> Page[Dataset]:
         filters = {"name": name or "", "task_type": task_type.value if task_type else ""}
-        after = keyset(decode_token(token, "datasets", tenant, filters))
-        limit = page_size(size)
-        rows = await self._store.list_datasets(
-            tenant, after, limit + 1, name=name or None, task_type=task_type
+        query = page_query(
+            "datasets", tenant, filters, keyset, page_size=page_size, page_token=page_token
         )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_token = ""
-        if more:
-            last = rows[-1]
-            next_token = encode_token(
-                "datasets", tenant, filters, [last.created_at, last.dataset_id]
-            )
-        return Page(tuple(Dataset.of(r) for r in rows), next_token)
+        rows = await self._store.list_datasets(
+            tenant, query.after, query.size + 1, name=name or None, task_type=task_type
+        )
+        page, next_token = query.cut(rows, lambda r: [r.created_at, r.dataset_id])
+        return Page(tuple(Dataset.of(r) for r in page), next_token)
 
 
-async def _collect(chunks: AsyncIterable[bytes] | Iterable[bytes]) -> list[bytes]:
+async def _collect(chunks: AsyncIterable[bytes] | Iterable[bytes], cap: int) -> list[bytes]:
     received: list[bytes] = []
     total = 0
 
     def keep(chunk: bytes) -> None:
         nonlocal total
         total += len(chunk)
-        if total > MAX_UPLOAD_BYTES:
+        if total > cap:
             raise ResourceExhausted(
                 ErrorReason.DATASET_TOO_LARGE,
-                f"the upload exceeds {MAX_UPLOAD_BYTES} bytes",
-                metadata={"limit": "max_upload_bytes", "limitValue": MAX_UPLOAD_BYTES},
+                f"the upload exceeds {cap} bytes (engine.max_upload_bytes)",
+                metadata={"limit": "max_upload_bytes", "limitValue": cap},
             )
         received.append(bytes(chunk))
 

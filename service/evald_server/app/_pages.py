@@ -1,4 +1,7 @@
-"""AIP-158 pagination: page sizes and opaque, validated page tokens.
+"""AIP-158 pagination: page sizes and opaque, validated page tokens, for every listing.
+
+``page_query`` reads one page request (token, then size) into a ``PageQuery``, which
+cuts the rows a store returned into the page and the next page's token.
 
 A token is URL-safe base64 of a small JSON object: the listing it belongs to, a hash of
 the tenant and the filters it was issued for, and the position (a keyset) to resume
@@ -12,8 +15,9 @@ import binascii
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from evald_server.domain import ErrorReason, FieldViolation, InvalidArgument
 
@@ -24,8 +28,11 @@ MAX_PAGE_SIZE = 1000
 MAX_INTEGER_POSITION = 2**63 - 1
 MAX_TIME_POSITION = 1e12
 
+P = TypeVar("P")  # a decoded position
+R = TypeVar("R")  # a row
 
-def page_size(requested: int, *, default: int = DEFAULT_PAGE_SIZE) -> int:
+
+def _page_size(requested: int, *, default: int = DEFAULT_PAGE_SIZE) -> int:
     """0 means the default; above the maximum is clamped (AIP-158); negative is invalid."""
     if requested < 0:
         raise InvalidArgument(
@@ -112,3 +119,42 @@ def integer(position: list[Any] | None) -> int:
     ):
         raise _invalid_position()
     return int(position[0])
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery(Generic[P]):
+    """One page request of one listing: where it resumes, how many rows it shows, and
+    the token of the page after it (bound to the same tenant and filters)."""
+
+    listing: str
+    tenant: str
+    filters: Mapping[str, Any]
+    after: P  # the decoded position this page resumes after
+    size: int
+
+    def token_after(self, position: Sequence[Any]) -> str:
+        return encode_token(self.listing, self.tenant, self.filters, position)
+
+    def cut(
+        self, rows: Sequence[R], position_of: Callable[[R], Sequence[Any]]
+    ) -> tuple[tuple[R, ...], str]:
+        """Rows read one beyond the size (``size + 1``): this page's rows and the next
+        page's token, "" at the end."""
+        page = tuple(rows[: self.size])
+        more = len(rows) > self.size
+        return page, self.token_after(position_of(page[-1])) if more else ""
+
+
+def page_query(
+    listing: str,
+    tenant: str,
+    filters: Mapping[str, Any],
+    position: Callable[[list[Any] | None], P],
+    *,
+    page_size: int,
+    page_token: str,
+) -> PageQuery[P]:
+    """Decode and check the token (its position read by ``keyset`` or ``integer``),
+    then the size: INVALID_ARGUMENT for either, naming the field."""
+    after = position(decode_token(page_token, listing, tenant, filters))
+    return PageQuery(listing, tenant, filters, after, _page_size(page_size))

@@ -12,7 +12,7 @@ from contextlib import aclosing
 
 import anyio
 
-from evald_server.app._pages import decode_token, encode_token, integer, keyset, page_size
+from evald_server.app._pages import integer, keyset, page_query
 from evald_server.app._sample_pages import SampleBudget, cost, fitted
 from evald_server.app._types import Page, Run, Sample
 from evald_server.config import ModelConfig, ServerConfig
@@ -74,10 +74,8 @@ class RunService:
         tasks = await self._store.get_tasks(row.run_id)
         return Run.of(row, tasks, now=time.time(), calls=self._engine.calls_in_flight())
 
-    async def create(
-        self, tenant: str, spec: RunSpec, request_id: str | None = None
-    ) -> tuple[Run, bool]:
-        """The new run (``True``), or the run this ``request_id`` created before (``False``)."""
+    async def create(self, tenant: str, spec: RunSpec, request_id: str | None = None) -> Run:
+        """The new run, or the run this ``request_id`` created before."""
         request_hash = spec.body_hash()
         if request_id is not None:
             if not 0 < len(request_id) <= 128:
@@ -88,7 +86,7 @@ class RunService:
                 )
             existing = await self._store.find_run_by_request(tenant, request_id)
             if existing is not None:
-                return await self._replay(existing, request_id, request_hash), False
+                return await self._replay(existing, request_id, request_hash)
         datasets = await self._validate(tenant, spec)
         run_id = f"run_{uuid.uuid4().hex[:16]}"
         tasks: list[NewTask] = []
@@ -101,6 +99,7 @@ class RunService:
                     provider=model.provider,
                     provider_model=model.provider_model,
                     params=spec.params_for(model.params, ref, dataset.task_type),
+                    price=model.price,
                 )
                 ordinal = len(tasks)
                 tasks.append(
@@ -108,9 +107,11 @@ class RunService:
                         task_id=f"{run_id}-t{ordinal}",
                         ordinal=ordinal,
                         model_id=model_id,
-                        model=identity.to_json(),
+                        model=identity.to_json() | self._judge_identity(spec),
                         dataset_id=dataset.dataset_id,
                         record_count=dataset.record_count,
+                        judge_model_id=None if spec.judge is None else spec.judge.model_id,
+                        judge_rounds=0 if spec.judge is None else spec.judge.rounds,
                     )
                 )
         new = NewRun(
@@ -133,9 +134,23 @@ class RunService:
                 metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
             ) from exc
         if not created:  # a concurrent create with the same request_id won
-            return await self._replay(row, request_id or "", request_hash), False
+            return await self._replay(row, request_id or "", request_hash)
         await self._engine.register_run(run_id)
-        return await self._run(row), True
+        return await self._run(row)
+
+    def _judge_identity(self, spec: RunSpec) -> dict[str, object]:
+        """The judge model's identity and effective parameters, frozen with each task."""
+        if spec.judge is None:
+            return {}
+        judge = self._models[spec.judge.model_id]
+        identity = ModelIdentity(
+            model_id=judge.id,
+            provider=judge.provider,
+            provider_model=judge.provider_model,
+            params=judge.params.merged(spec.judge.params),
+            price=judge.price,
+        )
+        return {"judge": identity.to_json()}
 
     async def _replay(self, existing: RunRow, request_id: str, request_hash: str) -> Run:
         if existing.request_hash != request_hash:
@@ -156,6 +171,21 @@ class RunService:
                     f"model {model_id!r} is not in this server's registry",
                     metadata={"modelId": model_id},
                 )
+        if spec.judge is not None and spec.judge.model_id not in self._models:
+            raise NotFound(
+                ErrorReason.MODEL_NOT_FOUND,
+                f"judge model {spec.judge.model_id!r} is not in this server's registry",
+                metadata={"modelId": spec.judge.model_id, "field": "spec.judge.model_id"},
+            )
+        called = [*spec.models, *([spec.judge.model_id] if spec.judge is not None else [])]
+        unpriced = [m for m in dict.fromkeys(called) if self._models[m].price is None]
+        if spec.budget.max_cost_usd is not None and unpriced:
+            what = f"models without a price cannot have a cost budget: {', '.join(unpriced)}"
+            raise InvalidArgument(
+                ErrorReason.RUN_SPEC_INVALID,
+                f"invalid run spec: budget.max_cost_usd: {what}",
+                field_violations=(FieldViolation("spec.budget.max_cost_usd", what),),
+            )
         datasets = []
         for ref in spec.datasets:
             row = await self._store.find_dataset(tenant, ref.name, ref.benchmark_version)
@@ -170,6 +200,8 @@ class RunService:
             await self._validate_dataset_settings(tenant, spec, row)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
+        if spec.judge is not None:  # each answer may get a judge subtask per round
+            subtasks *= 1 + spec.judge.rounds
         if subtasks > limits.max_subtasks_per_run:
             raise ResourceExhausted(
                 ErrorReason.LIMIT_EXCEEDED,
@@ -227,20 +259,20 @@ class RunService:
         return await self._run(await self._owned(tenant, run_id))
 
     async def list(
-        self, tenant: str, *, size: int = 0, token: str = "", states: Sequence[RunState] = ()
+        self,
+        tenant: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        states: Sequence[RunState] = (),
     ) -> Page[Run]:
         filters = {"states": sorted(s.value for s in states)}
-        after = keyset(decode_token(token, "runs", tenant, filters))
-        limit = page_size(size)
-        rows = await self._store.list_runs(tenant, after, limit + 1, states=states)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_token = ""
-        if more:
-            next_token = encode_token(
-                "runs", tenant, filters, [rows[-1].created_at, rows[-1].run_id]
-            )
-        return Page(tuple([await self._run(r) for r in rows]), next_token)
+        query = page_query(
+            "runs", tenant, filters, keyset, page_size=page_size, page_token=page_token
+        )
+        rows = await self._store.list_runs(tenant, query.after, query.size + 1, states=states)
+        page, next_token = query.cut(rows, lambda r: [r.created_at, r.run_id])
+        return Page(tuple([await self._run(r) for r in page]), next_token)
 
     async def cancel(self, tenant: str, run_id: str) -> Run:
         """Cancel a live run and answer with the state the cancel produced: CANCELLED once
@@ -328,20 +360,20 @@ class RunService:
         run_id: str,
         *,
         task_ids: Sequence[str] = (),
-        size: int = 0,
-        token: str = "",
+        page_size: int = 0,
+        page_token: str = "",
     ) -> Page[TaskEvaluation]:
         await self._owned(tenant, run_id)
         filters = {"run": run_id, "tasks": sorted(task_ids)}
-        offset = integer(decode_token(token, "results", tenant, filters))
-        limit = page_size(size)
+        query = page_query(
+            "results", tenant, filters, integer, page_size=page_size, page_token=page_token
+        )
         rows = [
             r for r in await self._store.read_results(run_id) if not task_ids or r[0] in task_ids
         ]
-        page = rows[offset : offset + limit]
-        next_token = ""
-        if offset + limit < len(rows):
-            next_token = encode_token("results", tenant, filters, [offset + limit])
+        # Results are few (one per task): an offset into the whole list, read at once.
+        end = query.after + query.size
+        page, next_token = query.cut(rows[query.after : end + 1], lambda _: [end])
         return Page(tuple(TaskEvaluation.from_json(r[1]) for r in page), next_token)
 
     async def samples(
@@ -351,8 +383,8 @@ class RunService:
         *,
         task_id: str | None = None,
         states: Sequence[SubtaskState] = (),
-        size: int = 0,
-        token: str = "",
+        page_size: int = 0,
+        page_token: str = "",
     ) -> Page[Sample]:
         run = await self._owned(tenant, run_id)
         tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
@@ -364,8 +396,10 @@ class RunService:
                 metadata={"runId": run_id},
             )
         filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
-        cursor = integer(decode_token(token, "samples", tenant, filters))
-        limit = page_size(size)
+        query = page_query(
+            "samples", tenant, filters, integer, page_size=page_size, page_token=page_token
+        )
+        cursor, limit = query.after, query.size
         spec = RunSpec.from_json(run.spec)
         prompts: dict[str, tuple[TaskType, ChatPrompt]] = {}
 
@@ -405,5 +439,5 @@ class RunService:
             else:
                 continue
             break
-        next_token = encode_token("samples", tenant, filters, [cursor]) if more else ""
+        next_token = query.token_after([cursor]) if more else ""
         return Page(tuple(samples), next_token)

@@ -6,8 +6,8 @@ from typing import Generic, TypeVar
 
 from evald_server.config import GenerationParams, ModelConfig
 from evald_server.datasets import ChatPrompt, PromptOptions, expected_text, prompt_text
-from evald_server.domain import EvalError, RunState, SubtaskState, TaskType
-from evald_server.engine import RunProgress, RunSpec
+from evald_server.domain import Cost, EvalError, RetryCounts, RunState, SubtaskState, TaskType
+from evald_server.engine import AnswerJudgement, RunProgress, RunSpec
 from evald_server.store import DatasetRow, RunRow, SubtaskRow, TaskRow
 
 T = TypeVar("T")
@@ -101,6 +101,7 @@ class Run:
     finished_at: float | None
     last_seq: int
     request_id: str | None
+    cancel_reason: str | None = None  # why the server cancelled it (a budget)
 
     @classmethod
     def of(
@@ -123,6 +124,7 @@ class Run:
             finished_at=row.finished_at,
             last_seq=row.last_seq,
             request_id=row.request_id,
+            cancel_reason=row.cancel_reason,
         )
 
 
@@ -154,6 +156,10 @@ class Sample:
     finish_reason: str | None = None  # stop / length / content_filter / tool_calls / unknown
     # Text fields ListSamples cut to fit its page: name → full size in bytes.
     truncated: Mapping[str, int] = field(default_factory=dict)
+    failures: RetryCounts = field(default_factory=RetryCounts)  # per class, since queued
+    cost: Cost | None = None  # of the successful call
+    judgement: AnswerJudgement | None = None  # a judged task's verdict, once scored
+    cache_hit: bool = False  # answered from the response cache (no provider call)
 
     @property
     def usage_reported(self) -> bool:
@@ -192,4 +198,8 @@ class Sample:
             last_error=row.last_error,
             finished_at=row.updated_at if row.state.is_terminal else None,
             finish_reason=row.finish_reason,
+            failures=row.failures,
+            cost=row.cost,
+            judgement=None if row.judgement is None else AnswerJudgement.from_json(row.judgement),
+            cache_hit=row.cache_hit,
         )

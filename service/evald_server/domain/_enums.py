@@ -32,6 +32,13 @@ class ChoiceScoring(StrEnum):
     LOGPROBS = "logprobs"  # the letter tokens' log-probabilities (text as the fallback)
 
 
+class JudgeScoreFormat(StrEnum):
+    """What a judge model is asked to answer with (and what is parsed, strictly)."""
+
+    PASS_FAIL = "pass_fail"  # a last line "VERDICT: PASS" or "VERDICT: FAIL"
+    SCALE = "scale"  # a last line "SCORE: <integer in [scale_min, scale_max]>"
+
+
 class SubtaskState(StrEnum):
     """One record × model × repeat index: the unit that is executed and retried.
 
@@ -162,6 +169,7 @@ class ErrorReason(StrEnum):
     PROVIDER_BAD_RESPONSE = "provider_bad_response"
     PROVIDER_REJECTED = "provider_rejected"
     PROVIDER_AUTH_FAILED = "provider_auth_failed"
+    JUDGE_VERDICT_UNPARSEABLE = "judge_verdict_unparseable"
     # EVAL_OPERATOR_ERROR
     SCORER_FAILED = "scorer_failed"
     SCORER_TIMEOUT = "scorer_timeout"

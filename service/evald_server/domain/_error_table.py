@@ -43,6 +43,8 @@ ERROR_TABLE: dict[ErrorReason, ErrorMapping] = {
     _R.PROVIDER_BAD_RESPONSE: ErrorMapping(_C.MODEL_PROVIDER_ERROR, "UNAVAILABLE", 502, True),
     _R.PROVIDER_REJECTED: ErrorMapping(_C.MODEL_PROVIDER_ERROR, "UNAVAILABLE", 502, False),
     _R.PROVIDER_AUTH_FAILED: ErrorMapping(_C.MODEL_PROVIDER_ERROR, "UNAVAILABLE", 502, False),
+    # A judge's answer without a verdict in the asked format: asked again, boundedly.
+    _R.JUDGE_VERDICT_UNPARSEABLE: ErrorMapping(_C.MODEL_PROVIDER_ERROR, "UNAVAILABLE", 502, True),
     # evald's operators must act.
     _R.SCORER_FAILED: ErrorMapping(_C.EVAL_OPERATOR_ERROR, "INTERNAL", 500, False),
     _R.SCORER_TIMEOUT: ErrorMapping(_C.EVAL_OPERATOR_ERROR, "INTERNAL", 500, False),

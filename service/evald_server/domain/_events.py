@@ -5,8 +5,9 @@ dataclasses; the engine's own payloads (progress snapshots, task evaluations) ar
 frozen dataclasses of the engine.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from evald_server.domain._accounting import RetryCounts
 from evald_server.domain._enums import RunState
 from evald_server.domain._errors import EvalError
 
@@ -20,6 +21,7 @@ class RunStateChanged:
     previous: RunState | None = None
     cancel_requested: bool = False
     retried: int = 0  # subtasks a RetryRun re-queued
+    cancel_reason: str | None = None  # why the server cancelled the run (a budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,3 +36,4 @@ class SampleFailure:
     repeat_index: int
     attempts: int
     error: EvalError
+    failures: RetryCounts = field(default_factory=RetryCounts)  # failed attempts per retry class

@@ -3,7 +3,7 @@ happen to them. Pure rules, so every store applies the same ones."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 from evald_server.domain._enums import ResultStatus, RunState, SubtaskState, TaskState
 
@@ -26,6 +26,13 @@ class OutcomeKind(StrEnum):
     FAILED_PERMANENT = "failed_permanent"
     CANCELLED = "cancelled"
     RELEASED = "released"  # given back unattempted (drain): pending again, no retry spent
+
+
+class SubtaskPhase(IntEnum):
+    """Which phase of a task a subtask belongs to (stored as its integer)."""
+
+    ANSWER = 0  # the evaluated model answers a record
+    JUDGE = 1  # a judge model grades one answer (one subtask per judging round)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +110,20 @@ def effective_outcome(kind: OutcomeKind, *, cancel_requested: bool) -> OutcomeKi
 def spends_attempt(kind: OutcomeKind, *, attempted: bool) -> bool:
     """Whether the outcome uses up one of the subtask's retry budget."""
     return attempted and kind not in (OutcomeKind.CANCELLED, OutcomeKind.RELEASED)
+
+
+def judge_subtasks_due(
+    kind: OutcomeKind, phase: SubtaskPhase, judge_rounds: int, *, cancel_requested: bool
+) -> int:
+    """How many judge subtasks an outcome creates: one per judging round for an answer
+    that succeeded in a judged task; none otherwise, and none in a cancelled run (they
+    could never be claimed, and the task would never end). They are created pending in
+    the transaction that records the answer, so judging overlaps inference and a crash
+    loses none of them. The task counts them like any subtask, so a judged task is
+    scored only once both phases are terminal."""
+    if kind is OutcomeKind.SUCCEEDED and phase is SubtaskPhase.ANSWER and not cancel_requested:
+        return judge_rounds
+    return 0
 
 
 # --- Tasks --------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """The evaluation engine: dispatch under three limits, retries, cancel, resume, scoring
 as each task finishes, and per-run event streams. Imports no grpc."""
 
+from evald_server.engine._cost import Pricing, RunBudget, call_cost
 from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub, RunEvent
+from evald_server.engine._judge_results import AnswerJudgement
+from evald_server.engine._judge_spec import DEFAULT_RUBRIC, JudgeSpec
 from evald_server.engine._limits import (
     MODEL_LIMIT,
     RUN_LIMIT,
@@ -26,39 +29,49 @@ from evald_server.engine._prompting import (
     task_prompt,
 )
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
+from evald_server.engine._response_cache import CacheSettings, cache_settings
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
     ExecutionProfile,
+    JudgeProvenance,
     ModelIdentity,
     Provenance,
     TaskEvaluation,
 )
-from evald_server.engine._retry_policy import RetryPolicy
+from evald_server.engine._retry_policy import CLASS_BUDGETS, RetryPolicy, retry_class
 from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
 from evald_server.engine._task_scoring import ScoringPort
 
 __all__ = [
+    "CLASS_BUDGETS",
     "CONTRACT_VERSION",
+    "DEFAULT_RUBRIC",
     "MODEL_LIMIT",
     "RUN_LIMIT",
     "SERVER_LIMIT",
+    "AnswerJudgement",
     "BenchmarkRef",
+    "CacheSettings",
     "DatasetOptions",
     "DatasetRef",
     "Engine",
     "EventHub",
     "ExecutionProfile",
+    "JudgeProvenance",
+    "JudgeSpec",
     "Limit",
     "LimitStats",
     "Limiter",
     "ModelActivity",
     "ModelIdentity",
+    "Pricing",
     "Provenance",
     "RateControl",
     "RateSettings",
     "RateStats",
     "RetryPolicy",
+    "RunBudget",
     "RunEvent",
     "RunProgress",
     "RunSpec",
@@ -66,10 +79,13 @@ __all__ = [
     "ShotSourceProblem",
     "TaskEvaluation",
     "TaskProgress",
+    "cache_settings",
+    "call_cost",
     "check_limit",
     "effective_options",
     "generation_params",
     "percentile",
+    "retry_class",
     "shot_source",
     "task_prompt",
 ]

@@ -23,21 +23,32 @@ that run, and the releasing worker yields before it takes again, so the slot goe
 a lane that was waiting for it rather than back to the lane that freed it.
 """
 
+import dataclasses
 import logging
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from evald_server.domain import OutcomeKind, SubtaskPhase
 from evald_server.engine._committer import Committer
-from evald_server.engine._executor import TaskContext, aborted, call_model
+from evald_server.engine._contexts import TaskContexts
+from evald_server.engine._cost import RunBudgets
+from evald_server.engine._executor import (
+    TaskContext,
+    aborted,
+    call_model,
+    context_key,
+    messages_for,
+)
 from evald_server.engine._lanes import Lane, LaneState
 from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
 from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
+from evald_server.engine._response_cache import ResponseCache, cache_key, uses_cache
 from evald_server.providers import Provider, RateLimitInfo
 from evald_server.store import ClaimedSubtask, EventRow, Store, SubtaskOutcome
 
@@ -54,13 +65,21 @@ class Dispatcher:
         limiter: Limiter,
         providers: Mapping[str, Provider],
         committer: Committer,
-        contexts: Mapping[str, TaskContext],
+        contexts: TaskContexts,
         publish: PublishEvents,
         *,
         rng: random.Random | None = None,
         rate: RateControl | None = None,
+        budgets: RunBudgets | None = None,
+        on_budget_reached: Callable[[str, str], Awaitable[None]] | None = None,
+        on_answer: Callable[[ClaimedSubtask, SubtaskOutcome], None] | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
         self._store = store
+        self.budgets = budgets or RunBudgets()
+        self._on_budget_reached = on_budget_reached
+        self._on_answer = on_answer  # sees every succeeded call before its outcome commits
+        self._cache = cache
         self.rate = rate or RateControl(limiter, {}, providers)
         self._limiter = limiter
         self._committer = committer
@@ -91,16 +110,24 @@ class Dispatcher:
         for model_id in model_ids:
             self.lanes[model_id].add_work(run_id)
 
+    def more_work(self, run_id: str, model_id: str) -> None:
+        """A live run has new ready work for this model (its judge subtasks); a
+        cancelled run stays cancelled."""
+        lane = self.lanes.get(model_id)
+        if lane is not None and run_id not in self._cancelled_runs:
+            lane.add_work(run_id)
+
     def retry_scheduled(self, run_id: str, model_id: str, due: float) -> None:
         lane = self.lanes.get(model_id)
         if lane is not None and run_id not in self._cancelled_runs:
             lane.add_work(run_id, due)
 
-    async def cancel_run(self, run_id: str) -> None:
-        """Abort the run's calls and cancel its buffered subtasks (after the store has
+    async def cancel_run(self, run_id: str, *, abort_calls: bool = True) -> None:
+        """Abort the run's calls (unless ``abort_calls`` is false: a budget lets the
+        calls in flight finish) and cancel its buffered subtasks (after the store has
         cancelled its pending ones, so that nothing new is claimed)."""
         self._cancelled_runs.add(run_id)
-        for scope in self._inflight.get(run_id, ()):
+        for scope in self._inflight.get(run_id, ()) if abort_calls else ():
             scope.cancel()
         for lane in self.lanes.values():
             lane.forget(run_id)
@@ -182,11 +209,9 @@ class Dispatcher:
         slots (held by other lanes) leave room to claim other runs' work."""
         takeable = lane.takeable(self._limiter)
         want = lane.high_water - takeable
-        now = time.time()
-        ready = [run_id for run_id in lane.claim_order if lane.runs[run_id].runnable(now)]
         claimed = 0
-        if takeable < lane.low_water and want > 0 and ready:
-            lane.claim_order.rotate(-1)  # the next round starts with the next run
+        ready = lane.claim_round(time.time()) if takeable < lane.low_water and want > 0 else []
+        if ready:
             share = max(1, math.ceil(want / len(ready)))
             for run_id in ready:
                 claimed += await self._claim(lane, run_id, share)
@@ -225,6 +250,15 @@ class Dispatcher:
                     aborted(item, attempted=False, release=release, call_time_s=0.0)
                 )
             return
+        if self._cache is not None:
+            # Answers the cache holds succeed here: never buffered, so they take no slot
+            # of any limit and no rate budget, and never reach the provider.
+            hits, rest = await self._cache.answer(items, self._contexts, time.time())
+            for outcome in hits:
+                await self._committer.submit(outcome)
+            items = tuple(rest)
+            if not items:
+                return
         lane.add(run_id, items)
 
     async def _work(self, lane: Lane) -> None:
@@ -239,7 +273,18 @@ class Dispatcher:
                 if run_limit is not None:
                     run_limit.release()
                     self._run_slot_freed(item.run_id)
+            reason = self.budgets.charge(outcome)
+            if reason is not None:
+                self._cancelled_runs.add(item.run_id)  # at once: no other call starts
+            if (
+                self._on_answer is not None
+                and outcome.kind is OutcomeKind.SUCCEEDED
+                and item.phase is SubtaskPhase.ANSWER
+            ):
+                self._on_answer(item, outcome)
             await self._committer.submit(outcome)
+            if reason is not None and self._on_budget_reached is not None:
+                await self._on_budget_reached(item.run_id, reason)
             if run_limit is not None:
                 # Let a lane woken for the freed slot take it before this one does.
                 await anyio.lowlevel.checkpoint()
@@ -270,7 +315,7 @@ class Dispatcher:
         control = self.rate.model(lane.model_id)
         estimate = NO_TOKENS
         if control.counts_tokens:
-            messages = ctx.prompt.render(item.fields, item.record_id)
+            messages = messages_for(item, ctx)
             chars = sum(len(message.content) for message in messages)
             estimate = control.estimate(chars, ctx.params.max_tokens)
         lane.waiting[RATE_BUDGET] += 1
@@ -309,7 +354,7 @@ class Dispatcher:
                 del self.calls_by_task[item.task_id]
 
     async def _attempt(self, lane: Lane, item: ClaimedSubtask) -> SubtaskOutcome:
-        ctx = self._contexts[item.task_id]
+        ctx = self._contexts[context_key(item.task_id, item.phase)]
         if item.run_id in self._cancelled_runs or self._stopping:
             release = item.run_id not in self._cancelled_runs
             return aborted(item, attempted=False, release=release, call_time_s=0.0)
@@ -321,6 +366,7 @@ class Dispatcher:
         try:
             with scope:
                 ticket = await self._admit(lane, item, ctx)
+                control = self.rate.model(lane.model_id)
                 headers: list[RateLimitInfo] = []
                 outcome: SubtaskOutcome | None = None
                 try:
@@ -328,17 +374,27 @@ class Dispatcher:
                     try:
                         await self._acquire(lane, lane.limit, MODEL_LIMIT)
                         try:
+                            if item.run_id in self._cancelled_runs:
+                                # Stopped while it waited for its slots (a budget).
+                                return aborted(
+                                    item, attempted=False, release=False, call_time_s=0.0
+                                )
                             attempted = True
-                            self.rate.model(lane.model_id).sending(ticket)
+                            control.sending(ticket)
                             outcome = await self._call(lane, item, ctx, headers.append)
+                            if self._cache is not None and uses_cache(ctx):
+                                key = cache_key(self._cache.settings, item, ctx)
+                                return dataclasses.replace(outcome, cache_key=key)
                             return outcome
                         finally:
+                            # Before the slot is freed: a 429's decrease must apply
+                            # before the slot can go to a waiting call.
+                            control.finished(ticket, outcome, headers[-1] if headers else None)
                             lane.limit.release()
                     finally:
                         self._limiter.server.release()
                 finally:
-                    info = headers[-1] if headers else None
-                    self.rate.model(lane.model_id).finished(ticket, outcome, info)
+                    control.finished(ticket, outcome, headers[-1] if headers else None)
             release = item.run_id not in self._cancelled_runs
             return aborted(
                 item,

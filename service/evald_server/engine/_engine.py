@@ -3,7 +3,7 @@
 ``Engine.run`` is an anyio service (``await tg.start(engine.run)``): on start it resumes
 what a previous process left (subtasks left ``running`` go back to pending without
 spending a retry, live runs are dispatched again, finished tasks not yet scored are
-scored), then runs the committer, the dispatcher, the watcher, the progress
+scored), then runs the committer, the dispatcher, the task scorer, the progress
 tracker and the lane monitor until ``drain``.
 
 The lane monitor samples every model's lane: one with ready work and no provider call
@@ -31,21 +31,33 @@ from evald_server.domain import (
     TaskType,
 )
 from evald_server.engine._committer import Committer
+from evald_server.engine._contexts import TaskContexts
+from evald_server.engine._cost import Pricing, RunBudgets
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub, RunEvent
 from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
+from evald_server.engine._judging import JudgePrompt
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
+from evald_server.engine._page_scoring import PAGE_SIZE, PageScoring, PageScoringPort
 from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
+from evald_server.engine._response_cache import CacheSettings, ResponseCache
+from evald_server.engine._results import ModelIdentity
 from evald_server.engine._shares import CapacityShares
 from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._store_changes import StoreChanges
-from evald_server.engine._task_scoring import ScoringPort, Watcher
+from evald_server.engine._task_scoring import ScoringPort, TaskScorer
 from evald_server.providers import Provider
-from evald_server.store import CompletionReport, Store, SubtaskOutcome, TransitionReport
+from evald_server.store import (
+    CompletionReport,
+    Store,
+    SubtaskOutcome,
+    TaskRow,
+    TransitionReport,
+)
 
 _log = logging.getLogger(__name__)
 FAILING_AFTER = 3  # consecutive failed calls of a model before a warning is logged
@@ -67,14 +79,23 @@ class Engine:
         stall_after_s: float = 60.0,
         rng: random.Random | None = None,
         rate_settings: Mapping[str, RateSettings] | None = None,
+        score_page_size: int = PAGE_SIZE,
+        cache: CacheSettings | None = None,
     ) -> None:
         self.store = store
         self._providers = providers
         self.limiter = Limiter(max_inflight, dict(model_limits))
         self.rate = RateControl(self.limiter, rate_settings or {}, providers)
+        self.budgets = RunBudgets()
         self.events = EventHub(store, heartbeat_s=heartbeat_s)
-        self._contexts: dict[str, TaskContext] = {}
-        self._run_tasks: dict[str, list[str]] = {}
+        self._contexts = TaskContexts()
+        # Tasks scored page by page as their outcomes commit (when the pool can).
+        self.pages = (
+            PageScoring(scoring, page_size=score_page_size)
+            if isinstance(scoring, PageScoringPort)
+            else None
+        )
+        self.cache = ResponseCache(store, cache or CacheSettings())
         self.committer = Committer(
             store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
         )
@@ -87,13 +108,18 @@ class Engine:
             self.events.publish,
             rng=rng,
             rate=self.rate,
+            budgets=self.budgets,
+            on_budget_reached=self._budget_reached,
+            on_answer=None if self.pages is None else self.pages.answered,
+            cache=self.cache,
         )
-        self.watcher = Watcher(
+        self.task_scorer = TaskScorer(
             store,
             scoring,
             self.events.publish,
             self._on_run_finished,
             concurrency=scoring_concurrency,
+            pages=self.pages,
         )
         self.stall_after_s = stall_after_s
         self.progress = ProgressTracker(
@@ -110,7 +136,7 @@ class Engine:
             forget_run=self._forget_run,
             dispatcher=self.dispatcher,
             events=self.events,
-            watcher=self.watcher,
+            task_scorer=self.task_scorer,
         )
         self.shares = CapacityShares(
             store, self.limiter, sorted(providers), self.dispatcher.run_slots_changed
@@ -134,7 +160,9 @@ class Engine:
             await self._resume()
             tg.start_soon(_until_done, self.committer.run, self._committer_done)
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
-            await tg.start(self.watcher.run)
+            await tg.start(self.task_scorer.run)
+            if self.pages is not None:
+                await tg.start(self.pages.run)
             await tg.start(self.progress.run)
             tg.start_soon(self._monitor_lanes)
             tg.start_soon(self.store_changes.run)
@@ -171,7 +199,7 @@ class Engine:
         live = await self.store.live_run_ids()
         for run_id in live:
             await self.register_run(run_id)
-        self.watcher.schedule(await self.store.scoring_task_ids())
+        self.task_scorer.schedule(await self.store.scoring_task_ids())
         if requeued or live:
             _log.info("resumed %d live run(s); %d subtask(s) requeued", len(live), requeued)
 
@@ -184,11 +212,12 @@ class Engine:
             return
         spec = RunSpec.from_json(run.spec)
         tasks = await self.store.get_tasks(run_id)
-        self._run_tasks[run_id] = [t.task_id for t in tasks]
+        contexts = []
         for task in tasks:
             dataset = await self.store.get_dataset(task.dataset_id)
             assert dataset is not None
-            self._contexts[task.task_id] = TaskContext(
+            answer_scope = self._cache_scope(spec, run.tenant, task.model_id)
+            ctx = TaskContext(
                 task_id=task.task_id,
                 run_id=run_id,
                 model_id=task.model_id,
@@ -201,35 +230,92 @@ class Engine:
                 and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
                 is ChoiceScoring.LOGPROBS
                 else None,
+                pricing=Pricing.of(ModelIdentity.from_json(task.model).price),
+                cache_scope=answer_scope,
             )
+            contexts.append(ctx)
+            judge = task.model.get("judge")
+            if spec.judge is not None and judge is not None:
+                judge_model = str(judge["model_id"])
+                contexts.append(
+                    TaskContext(
+                        task_id=task.task_id,
+                        run_id=run_id,
+                        model_id=judge_model,
+                        task_type=dataset.task_type,
+                        prompt=ctx.prompt,
+                        params=GenerationParams.model_validate(judge["params"]),
+                        policy=spec.retry_policy,
+                        pricing=Pricing.of(ModelIdentity.from_json(judge).price),
+                        judge=JudgePrompt(spec.judge, dataset.task_type, ctx.prompt),
+                        cache_scope=self._cache_scope(spec, run.tenant, judge_model),
+                    )
+                )
+        self._contexts.load(run_id, contexts)
+        if self.pages is not None:
+            for task in tasks:
+                # A judged task's count grows with its judge phase: scored whole.
+                if (
+                    not task.state.is_terminal
+                    and task.counters.succeeded == 0
+                    and task.model.get("judge") is None
+                ):
+                    self.pages.open(
+                        task.task_id,
+                        run_id,
+                        self._contexts[task.task_id].task_type,
+                        task.counters.total,
+                        spec.scoring_timeout_s,
+                    )
         self.limiter.add_run(run_id, spec.max_concurrency)
         if spec.max_concurrency is not None:
             await self.shares.balance_once()  # a run limit is global too: take the share
-        live = {t.model_id for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)}
+        spent_out = self.budgets.track(run_id, spec.budget, run.cost)
+        if spent_out is not None and not run.cancel_requested:
+            await self._finish_cancel(run_id, reason=spent_out)  # reached before a restart
+            return
+        live = {
+            m
+            for t in tasks
+            if t.state in (TaskState.PENDING, TaskState.RUNNING)
+            for m in _models_of(t)
+        }
         if run.cancel_requested:
             await self._finish_cancel(run_id)
             return
         for model_id in sorted(live - set(self._providers)):
-            error = EvalError.of(
-                ErrorReason.MODEL_NOT_FOUND,
-                f"model {model_id!r} is no longer configured on this server",
-                modelId=model_id,
-            )
-            self.watcher.schedule(
-                await self.store.fail_model_work(run_id, model_id, error, time.time())
-            )
+            await self._fail_missing_model(run_id, model_id)
         self.progress.started(run_id)
         self.dispatcher.add_work(run_id, sorted(live & set(self._providers)))
+
+    async def _fail_missing_model(self, run_id: str, model_id: str) -> None:
+        error = EvalError.of(
+            ErrorReason.MODEL_NOT_FOUND,
+            f"model {model_id!r} is no longer configured on this server",
+            modelId=model_id,
+        )
+        self.task_scorer.schedule(
+            await self.store.fail_model_work(run_id, model_id, error, time.time())
+        )
 
     async def cancel_run(self, run_id: str) -> TransitionReport:
         report = await self._finish_cancel(run_id)
         await self.dispatcher.cancel_run(run_id)
         return report
 
-    async def _finish_cancel(self, run_id: str) -> TransitionReport:
-        report = await self.store.cancel_run(run_id, time.time())
+    async def _budget_reached(self, run_id: str, reason: str) -> None:
+        """A run spent its budget: nothing new starts (the dispatcher stopped it
+        already); its waiting work is cancelled, the calls in flight finish and count."""
+        _log.info("run %s: %s; cancelling what has not started", run_id, reason)
+        await self._finish_cancel(run_id, reason=reason)
+        await self.dispatcher.cancel_run(run_id, abort_calls=False)
+
+    async def _finish_cancel(self, run_id: str, *, reason: str | None = None) -> TransitionReport:
+        if self.pages is not None:
+            self.pages.discard_run(run_id)  # a cancel drops outcomes in flight
+        report = await self.store.cancel_run(run_id, time.time(), reason=reason)
         self.events.publish(report.events)
-        self.watcher.schedule(report.finished_tasks)
+        self.task_scorer.schedule(report.finished_tasks)
         return report
 
     async def retry_run(
@@ -351,20 +437,34 @@ class Engine:
                 _log.info("model %s is no longer stalled", state.model_id)
                 self.progress.force(state.runs)
 
+    def _cache_scope(self, spec: RunSpec, tenant: str, model_id: str) -> str | None:
+        if not spec.response_cache:
+            return None
+        return self.cache.settings.scope(tenant, model_id)
+
     # -- callbacks -----------------------------------------------------------------------
 
     async def _on_committed(
         self, batch: Sequence[SubtaskOutcome], report: CompletionReport
     ) -> None:
         self.events.publish(report.events)
+        if self.pages is not None:
+            self.pages.committed(batch)  # before the watcher may finish the task
         for observe in self.outcome_observers:
             observe(batch)
         for retry in report.retries:
             self.dispatcher.retry_scheduled(retry.run_id, retry.model_id, retry.next_attempt_at)
         self.progress.touch({retry.run_id for retry in report.retries})
-        force = {self._contexts[t].run_id for t in report.finished_tasks if t in self._contexts}
+        runs = (self._contexts.run_of(t) for t in report.finished_tasks)
+        force = {run_id for run_id in runs if run_id is not None}
         self.progress.completed(report.completed_per_run, force=force)
-        self.watcher.schedule(report.finished_tasks)
+        for run_id, model_id in report.judge_work:
+            if model_id in self._providers:
+                self.dispatcher.more_work(run_id, model_id)
+            else:  # the judge model was removed from the config (after a restart)
+                await self._fail_missing_model(run_id, model_id)
+        self.task_scorer.schedule(report.finished_tasks)
+        await self.cache.keep(batch, self._contexts)
 
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)
@@ -372,17 +472,22 @@ class Engine:
 
     def _run_models(self, run_id: str) -> list[str] | None:
         """The models of a run this engine has loaded; None for a run it does not know."""
-        task_ids = self._run_tasks.get(run_id)
-        if task_ids is None:
-            return None
-        return sorted({self._contexts[t].model_id for t in task_ids if t in self._contexts})
+        return self._contexts.run_models(run_id)
 
     def _forget_run(self, run_id: str) -> None:
         self.limiter.remove_run(run_id)
+        self.budgets.forget(run_id)
         self.dispatcher.forget_run(run_id)
         self.progress.forget(run_id)
-        for task_id in self._run_tasks.pop(run_id, ()):
-            self._contexts.pop(task_id, None)
+        self._contexts.forget_run(run_id)
+        if self.pages is not None:
+            self.pages.discard_run(run_id)
+
+
+def _models_of(task: TaskRow) -> tuple[str, ...]:
+    """The models a task calls: its own, and its judge's."""
+    judge = task.model.get("judge")
+    return (task.model_id,) if judge is None else (task.model_id, str(judge["model_id"]))
 
 
 async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:

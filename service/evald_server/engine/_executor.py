@@ -14,8 +14,17 @@ from dataclasses import dataclass
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import ChatPrompt, simulator_reference
-from evald_server.domain import ErrorReason, EvalError, OutcomeKind, TaskType
-from evald_server.engine._retry_policy import RetryPolicy
+from evald_server.domain import (
+    ChatMessage,
+    ErrorReason,
+    EvalError,
+    OutcomeKind,
+    SubtaskPhase,
+    TaskType,
+)
+from evald_server.engine._cost import Pricing, call_cost
+from evald_server.engine._judging import JudgePrompt, judged
+from evald_server.engine._retry_policy import RetryPolicy, retry_class
 from evald_server.providers import (
     Provider,
     ProviderFailure,
@@ -42,9 +51,26 @@ class TaskContext:
     params: GenerationParams
     policy: RetryPolicy
     top_logprobs: int | None = None  # ask for log-probabilities (choice scoring LOGPROBS)
+    pricing: Pricing | None = None  # the task's model price; None: cost unknown
+    judge: JudgePrompt | None = None  # a task's judge phase: the rubric and score format
+    cache_scope: str | None = None  # the response cache's scope; None: the run uses none
 
 
-def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
+def context_key(task_id: str, phase: SubtaskPhase) -> str:
+    """Where a subtask's TaskContext is kept: a task's judge phase has its own."""
+    return task_id if phase is SubtaskPhase.ANSWER else f"{task_id}/judge"
+
+
+def messages_for(item: ClaimedSubtask, ctx: TaskContext) -> tuple[ChatMessage, ...]:
+    """The messages a subtask sends: its record's prompt, or the judge's rubric over
+    the answer it grades."""
+    if ctx.judge is not None:
+        return ctx.judge.render(item.fields, item.record_id, item.answer or "")
+    return ctx.prompt.render(item.fields, item.record_id)
+
+
+def outcome_of(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
+    """An outcome of ``item`` (its identity copied), with ``fields`` set."""
     return SubtaskOutcome(
         row_id=item.row_id,
         run_id=item.run_id,
@@ -53,6 +79,8 @@ def _outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> Subta
         record_idx=item.record_idx,
         repeat_index=item.repeat_index,
         kind=kind,
+        phase=item.phase,
+        judge_round=item.judge_round,
         **fields,  # type: ignore[arg-type]
     )
 
@@ -69,12 +97,14 @@ async def call_model(
     """Run one attempt of ``item``; cancellation propagates (the caller records it).
     ``on_rate_limits`` sees the provider's rate-limit headers, answer or failure."""
     started = time.perf_counter()
+    messages: tuple[ChatMessage, ...] = ()
     try:
+        messages = messages_for(item, ctx)
         request = ProviderRequest(
-            messages=ctx.prompt.render(item.fields, item.record_id),
+            messages=messages,
             params=ctx.params,
             request_key=item.subtask_id,
-            reference=simulator_reference(ctx.task_type, item.fields) if reference else {},
+            reference=_reference(item, ctx) if reference else {},
             top_logprobs=ctx.top_logprobs,
         )
         completion = await provider.complete(request)
@@ -89,10 +119,10 @@ async def call_model(
             f"internal error calling model {ctx.model_id}: {type(exc).__name__}",
         )
         call_time = time.perf_counter() - started
-        return _outcome(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
+        return outcome_of(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
     if on_rate_limits is not None and completion.rate_limits is not None:
         on_rate_limits(completion.rate_limits)
-    return _outcome(
+    outcome = outcome_of(
         item,
         OutcomeKind.SUCCEEDED,
         output=completion.text,
@@ -104,7 +134,21 @@ async def call_model(
         # Asked and none came back is stored as empty: the scorer counts the fallback.
         top_logprobs=None if ctx.top_logprobs is None else (completion.top_logprobs or ()),
         finish_reason=completion.finish_reason,
+        cost=call_cost(
+            ctx.pricing,
+            completion.prompt_tokens,
+            completion.completion_tokens,
+            prompt_chars=sum(len(m.content) for m in messages),
+            output=completion.text,
+        ),
     )
+    return outcome if ctx.judge is None else judged(outcome, item, ctx.judge.spec)
+
+
+def _reference(item: ClaimedSubtask, ctx: TaskContext) -> dict[str, object]:
+    if ctx.judge is not None:
+        return ctx.judge.simulated_reference()
+    return simulator_reference(ctx.task_type, item.fields)
 
 
 def failed(
@@ -118,22 +162,26 @@ def failed(
     attempts = item.attempt + 1
     decision = failure.decision
     rate_limited = decision.kind is RetryKind.RATE_LIMITED
-    if not ctx.policy.should_retry(attempts, decision):
-        return _outcome(
+    failed_class = retry_class(failure)
+    counts = item.failures if failed_class is None else item.failures.plus(failed_class)
+    if not ctx.policy.should_retry(failed_class, counts):
+        return outcome_of(
             item,
             OutcomeKind.FAILED_PERMANENT,
             error=failure.error,
             call_time_s=call_time_s,
             rate_limited=rate_limited,
+            retry_class=failed_class,
         )
     delay = ctx.policy.delay_s(attempts, decision, rng)
-    return _outcome(
+    return outcome_of(
         item,
         OutcomeKind.RETRY,
         error=failure.error,
         next_attempt_at=time.time() + delay,
         call_time_s=call_time_s,
         rate_limited=rate_limited,
+        retry_class=failed_class,
     )
 
 
@@ -143,4 +191,4 @@ def aborted(
     """An attempt stopped by us: cancelled with its run, or released by a drain (pending
     again, no retry spent)."""
     kind = OutcomeKind.RELEASED if release else OutcomeKind.CANCELLED
-    return _outcome(item, kind, attempted=attempted, call_time_s=call_time_s)
+    return outcome_of(item, kind, attempted=attempted, call_time_s=call_time_s)

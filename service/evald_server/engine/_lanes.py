@@ -65,7 +65,7 @@ class Lane:
         self.limit = limit
         self.workers = workers
         self.runs: dict[str, LaneRun] = {}
-        self.claim_order: deque[str] = deque()
+        self._claim_order: deque[str] = deque()  # rotated by every claiming round
         self.buffers: dict[str, deque[ClaimedSubtask]] = {}
         self._take_order: deque[str] = deque()
         self.buffered = 0
@@ -100,7 +100,7 @@ class Lane:
         run = self.runs.get(run_id)
         if run is None:
             run = self.runs[run_id] = LaneRun(next_retry_at=due)
-            self.claim_order.append(run_id)
+            self._claim_order.append(run_id)
         elif due is None:
             run.next_retry_at = None
         elif run.next_retry_at is not None:
@@ -110,8 +110,16 @@ class Lane:
 
     def forget(self, run_id: str) -> None:
         self.runs.pop(run_id, None)
-        if run_id in self.claim_order:
-            self.claim_order.remove(run_id)
+        if run_id in self._claim_order:
+            self._claim_order.remove(run_id)
+
+    def claim_round(self, now: float) -> list[str]:
+        """The runs to claim from in this round, in order (those whose retries are not
+        waiting); the next round starts with the next run, so no run always goes first."""
+        ready = [run_id for run_id in self._claim_order if self.runs[run_id].runnable(now)]
+        if ready:
+            self._claim_order.rotate(-1)
+        return ready
 
     def wake_feeder(self) -> None:
         self.feeder_wake.set()  # the feeder takes a fresh event before each round

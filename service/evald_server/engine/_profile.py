@@ -1,5 +1,6 @@
 """The ExecutionProfile of a task, from what the store aggregated over its subtasks."""
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -22,7 +23,10 @@ def _ms(values: Sequence[float], q: float) -> float | None:
     return percentile(values, q) * 1000.0 if values else None
 
 
-def build_profile(inputs: ProfileInputs, *, scoring_time_s: float) -> ExecutionProfile:
+def build_profile(
+    inputs: ProfileInputs, *, scoring_time_s: float, priced: bool = True
+) -> ExecutionProfile:
+    """``priced``: the task's model had a price when the task was created."""
     latencies = sorted(inputs.latencies_s)
     ttfts = sorted(inputs.ttfts_s)
     wall = 0.0
@@ -55,4 +59,6 @@ def build_profile(inputs: ProfileInputs, *, scoring_time_s: float) -> ExecutionP
         decode_tokens_per_second=(
             inputs.decode_tokens / inputs.decode_time_s if inputs.decode_time_s > 0 else None
         ),
+        cost=dataclasses.replace(inputs.cost, priced=priced and inputs.cost.priced),
+        cache_hits=inputs.cache_hits,
     )

@@ -7,17 +7,21 @@ RUNNING ("a provider call is in flight") and QUEUED ("claimed, waiting for a slo
 told apart without a store write per call.
 """
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evald_server.domain import (
+    Cost,
     Counters,
     EvalError,
     ResultStatus,
     RunState,
     TaskState,
     TaskType,
+    from_jsonable,
+    to_jsonable,
 )
 from evald_server.store import RunRow, TaskRow
 
@@ -162,6 +166,7 @@ class RunProgress:
     completed_since_last: int = 0
     throughput_known: bool = False  # False: too little has completed to estimate
     models: tuple[ModelActivity, ...] = ()
+    cost: Cost = field(default_factory=Cost)  # of the run's successful calls so far
 
     @property
     def in_flight(self) -> int:
@@ -200,6 +205,7 @@ class RunProgress:
             completed_since_last=completed_since_last,
             throughput_known=known,
             models=tuple(models),
+            cost=dataclasses.replace(run.cost, priced=all("price" in t.model for t in tasks)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -214,6 +220,7 @@ class RunProgress:
             "elapsed_s": self.elapsed_s,
             "completed_since_last": self.completed_since_last,
             "models": [m.to_json() for m in self.models],
+            "cost": to_jsonable(self.cost),
         }
 
     @classmethod
@@ -230,4 +237,5 @@ class RunProgress:
             completed_since_last=int(data.get("completed_since_last", 0)),
             throughput_known=bool(data.get("throughput_known", throughput > 0)),
             models=tuple(ModelActivity.from_json(m) for m in data.get("models", ())),
+            cost=from_jsonable(Cost, data["cost"]) if "cost" in data else Cost(),
         )

@@ -6,8 +6,13 @@ buckets, and the provider's own rate-limit headers.
   one more slot after a window of successes. An episode is the burst of 429s of calls
   that were already in flight when the first was answered (sent before the decrease):
   one decrease for the whole burst. A 429 of a call sent after it is a new episode (a
-  time-based grace would let an over-limit slot spin on instant 429s). For
-  ``cooldown_s`` after a decrease nothing increases.
+  time-based grace would let an over-limit slot spin on instant 429s); the dispatcher
+  applies the decrease before the 429'd call frees its slot, so no call goes out at
+  the old value after it. The decrease starts from the calls that were in flight when
+  the 429'd call was sent (at most the value): in slow start the value has run ahead
+  of what was tested. A window of successes counts only calls sent at the current
+  value (after its last change): successes of calls sent at a lower value say
+  nothing about this one. For ``cooldown_s`` after a decrease nothing increases.
 * ``TokenBucket``: ``requests_per_minute`` and ``tokens_per_minute``, ``budget_burst_s``
   deep. Tokens are estimated before a call (prompt characters / 4 + ``max_tokens``, or
   the model's mean completion when the run sets none) and corrected by the reported
@@ -90,8 +95,8 @@ class Aimd:
         self._factor = settings.decrease_factor
         self._cooldown_s = settings.cooldown_s
         self._decreased_at = -math.inf
+        self._changed_at = -math.inf  # the last decrease or additive increase
         self._successes = 0
-        self.converged_at: float | None = None  # the first decrease (for the benchmark)
         self._created = now
 
     @property
@@ -104,19 +109,24 @@ class Aimd:
         if self.slow_start:
             self.value = min(float(self.max), self.value + 1.0)
             return
+        if sent_at < self._changed_at:
+            return  # sent at a lower value: it does not test this one
         self._successes += 1
         if self._successes >= (self._increase_after or self.capacity):
             self._successes = 0
             self.value = min(float(self.max), self.value + 1.0)
+            self._changed_at = now
 
-    def on_rate_limited(self, sent_at: float, now: float) -> bool:
-        """A 429: decrease once per episode; True when this one started an episode."""
+    def on_rate_limited(self, sent_at: float, now: float, in_flight: int | None = None) -> bool:
+        """A 429: decrease once per episode; True when this one started an episode.
+        ``in_flight``: the calls in flight when the 429'd call was sent, itself included."""
         if sent_at < self._decreased_at:
             return False
-        self.value = max(float(self.min), math.floor(self.capacity * self._factor))
+        tested = self.capacity if in_flight is None else min(self.capacity, in_flight)
+        self.value = max(float(self.min), math.floor(tested * self._factor))
         self.slow_start = False
         self.episodes += 1
-        self._decreased_at = now
+        self._decreased_at = self._changed_at = now
         self._successes = 0
         return True
 
@@ -170,7 +180,9 @@ class Ticket:
     model_id: str
     estimate: TokenEstimate
     sent_at: float
+    in_flight: int = 0  # the model's calls sent and unfinished when it went, itself included
     at_limit: bool = False  # it took the model limit's last free slot
+    settled: bool = False  # ``finished`` has seen it
 
     @property
     def estimated_tokens(self) -> int:
@@ -221,6 +233,7 @@ class ModelRateControl:
         self._answers = 0
         self.rate_limited = 0
         self.waiting = 0
+        self._sent = 0  # calls sent and not yet finished
         self.learned = False  # a budget came from the provider's x-ratelimit-limit-*
         if self.aimd is not None:
             limit.set_capacity(self.aimd.capacity)
@@ -263,12 +276,23 @@ class ModelRateControl:
     def sending(self, ticket: Ticket) -> None:
         """The call holds its slots and goes out now: the time AIMD judges it by."""
         ticket.sent_at = self._clock()
+        # Calls actually sent, in the order they went: a slot holder that has not sent
+        # yet (a burst of waiters admitted at once) does not count for this one.
+        self._sent += 1
+        ticket.in_flight = self._sent
         ticket.at_limit = self._limit.in_use >= self._limit.capacity
 
     def finished(
         self, ticket: Ticket, outcome: SubtaskOutcome | None, info: RateLimitInfo | None
     ) -> None:
-        """After the call: correct the token charge, read the headers, move AIMD."""
+        """After the call: correct the token charge, read the headers, move AIMD. Called
+        while the call still holds its model slot (a decrease must apply before the slot
+        can go to the next call); a second call for the same ticket does nothing."""
+        if ticket.settled:
+            return
+        ticket.settled = True
+        if ticket.in_flight:
+            self._sent -= 1
         now = self._clock()
         if info is not None:
             self._read_headers(info, ticket.estimated_tokens, now)
@@ -279,7 +303,9 @@ class ModelRateControl:
             # No refund: the provider says evald is ahead of its bucket; keeping the
             # charge slows the next call rather than sending it straight into a 429.
             self.rate_limited += 1
-            if self.aimd is not None and self.aimd.on_rate_limited(ticket.sent_at, now):
+            if self.aimd is not None and self.aimd.on_rate_limited(
+                ticket.sent_at, now, ticket.in_flight or None
+            ):
                 self._limit.set_capacity(self.aimd.capacity)
                 self._limit.episodes = self.aimd.episodes
             return

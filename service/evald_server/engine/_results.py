@@ -5,16 +5,34 @@ the scorer's ``ScoreReport`` (None when nothing could be scored), the
 ``ExecutionProfile`` measured from the subtasks, a status, errors and provenance.
 Stored as JSON; the per-sample scores are stored beside each subtask instead (for
 ListSamples), so a report read back has an empty ``sample_scores``.
+
+``assemble_evaluation`` puts one together once a task is scored: identity from the
+stored task and dataset, the status its final state maps to, the errors (the scorer's
+and one per reason samples failed with), and the provenance of this process.
 """
 
 import dataclasses
-from collections.abc import Mapping
+import platform
+import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evald_server.config import GenerationParams
-from evald_server.domain import EvalError, ResultStatus, TaskType, from_jsonable, to_jsonable
-from evald_server.scoring import ScoreReport
+import evald_server
+from evald_server.config import GenerationParams, Price
+from evald_server.domain import (
+    RESULT_STATUS,
+    Cost,
+    ErrorReason,
+    EvalError,
+    ResultStatus,
+    TaskState,
+    TaskType,
+    from_jsonable,
+    to_jsonable,
+)
+from evald_server.scoring import ScoreReport, scorer_dependencies
+from evald_server.store import DatasetRow, TaskRow
 
 CONTRACT_VERSION = "1.2.0"
 
@@ -25,22 +43,29 @@ class ModelIdentity:
     provider: str
     provider_model: str
     params: GenerationParams  # effective: the model's defaults with the run's overrides
+    # The price when the task was created: a config change later does not reprice it.
+    price: Price | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "model_id": self.model_id,
             "provider": self.provider,
             "provider_model": self.provider_model,
             "params": self.params.model_dump(mode="json"),
         }
+        if self.price is not None:
+            data["price"] = self.price.model_dump(mode="json")
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ModelIdentity":
+        price = data.get("price")
         return cls(
             model_id=data["model_id"],
             provider=data["provider"],
             provider_model=data["provider_model"],
             params=GenerationParams.model_validate(data["params"]),
+            price=None if price is None else Price.model_validate(price),
         )
 
 
@@ -81,6 +106,27 @@ class ExecutionProfile:
     samples_empty: int = 0
     samples_without_usage: int = 0  # token counts unknown (left out of the sums)
     decode_tokens_per_second: float | None = None  # Σ tokens / Σ (latency − TTFT), streamed
+    cost: Cost | None = None  # of the successful calls (None in results stored before)
+    cache_hits: int = 0  # samples answered from the response cache (no provider call)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeProvenance:
+    """Who graded the answers, with which rubric and parameters."""
+
+    model_id: str
+    provider: str
+    provider_model: str
+    params: dict[str, Any]  # the judge's effective generation parameters
+    rubric_sha256: str
+    score_format: str
+    scale_min: int
+    scale_max: int
+    pass_threshold: float
+    rounds: int
+    parse_retries: int
+    judged_samples: int = 0  # answers with a verdict
+    unjudged_samples: int = 0  # answers the judge could not grade
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +142,7 @@ class Provenance:
     platform: str
     bootstrap_seed: int
     dependencies: dict[str, str] = field(default_factory=dict)  # library → version
+    judge: JudgeProvenance | None = None  # model-graded scoring, when the run asked for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +158,7 @@ class TaskEvaluation:
     errors: tuple[EvalError, ...]
     provenance: Provenance
     created_at: float
+    judge_profile: ExecutionProfile | None = None  # the judge's calls, counted apart
 
     @property
     def metrics_summary(self) -> dict[str, float]:
@@ -138,6 +186,9 @@ class TaskEvaluation:
             "errors": [e.to_json() for e in self.errors],
             "provenance": to_jsonable(self.provenance),
             "created_at": self.created_at,
+            "judge_profile": None
+            if self.judge_profile is None
+            else to_jsonable(self.judge_profile),
         }
 
     @classmethod
@@ -155,4 +206,71 @@ class TaskEvaluation:
             errors=tuple(EvalError.from_json(e) for e in data.get("errors", ())),
             provenance=from_jsonable(Provenance, data["provenance"]),
             created_at=float(data["created_at"]),
+            judge_profile=None
+            if data.get("judge_profile") is None
+            else from_jsonable(ExecutionProfile, data["judge_profile"]),
         )
+
+
+def failure_errors(
+    failure_reasons: Iterable[tuple[str, int]], what: str = "sample(s)"
+) -> list[EvalError]:
+    """One error per reason ``what`` failed permanently with (reasons evald knows)."""
+    return [
+        EvalError.of(
+            ErrorReason(reason),
+            f"{count} {what} failed permanently with {reason}",
+            samples=count,
+        )
+        for reason, count in failure_reasons
+        if reason in ErrorReason.__members__.values()
+    ]
+
+
+def assemble_evaluation(
+    task: TaskRow,
+    dataset: DatasetRow,
+    *,
+    state: TaskState,
+    report: ScoreReport | None,
+    profile: ExecutionProfile,
+    errors: Iterable[EvalError],
+    prompt_template_sha256: str,
+    seed: int,
+    now: float,
+    judge: JudgeProvenance | None = None,
+    judge_profile: ExecutionProfile | None = None,
+) -> TaskEvaluation:
+    """The result of a scored task (``report`` None when nothing could be scored);
+    ``judge`` and ``judge_profile`` when a judge model graded its answers."""
+    return TaskEvaluation(
+        task_id=task.task_id,
+        run_id=task.run_id,
+        task_type=dataset.task_type,
+        model=ModelIdentity.from_json(task.model),
+        benchmark=BenchmarkRef(
+            dataset.name,
+            dataset.benchmark_version,
+            dataset.content_sha256,
+            dataset.record_count,
+            dataset_id=dataset.dataset_id,
+        ),
+        status=RESULT_STATUS[state],
+        report=report,
+        profile=profile,
+        errors=tuple(errors),
+        provenance=Provenance(
+            contract_version=CONTRACT_VERSION,
+            evald_version=evald_server.__version__,
+            scorer=report.scorer if report is not None else "",
+            prompt_template_sha256=prompt_template_sha256,
+            dataset_sha256=dataset.content_sha256,
+            python_version=platform.python_version(),
+            platform=f"{sys.platform}-{platform.machine()}",
+            bootstrap_seed=seed,
+            dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
+            judge=judge,
+        ),
+        created_at=now,
+        judge_profile=judge_profile,
+    )

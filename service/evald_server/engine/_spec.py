@@ -23,7 +23,9 @@ from evald_server.domain import (
     InvalidArgument,
     TaskType,
 )
+from evald_server.engine._cost import RunBudget
 from evald_server.engine._dataset_options import DatasetOptions, options_problems
+from evald_server.engine._judge_spec import JudgeSpec
 from evald_server.engine._retry_policy import RetryPolicy
 
 MAX_REPEAT = 100
@@ -59,6 +61,9 @@ class RunSpec:
     dataset_options: tuple[DatasetOptions, ...] = ()
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
+    budget: RunBudget = field(default_factory=RunBudget)  # max_cost_usd / max_tokens
+    judge: JudgeSpec | None = None  # model-graded scoring of every answer
+    response_cache: bool = False  # answer from (and fill) the response cache
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -96,6 +101,12 @@ class RunSpec:
             data["prompt"] = self.prompt.to_json()
         if self.choice_scoring is not None:
             data["choice_scoring"] = self.choice_scoring.value
+        if self.budget.limited:
+            data["budget"] = self.budget.to_json()
+        if self.judge is not None:
+            data["judge"] = self.judge.to_json()
+        if self.response_cache:
+            data["response_cache"] = True
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -158,6 +169,9 @@ class RunSpec:
             choice_scoring=None
             if data.get("choice_scoring") is None
             else ChoiceScoring(data["choice_scoring"]),
+            budget=RunBudget.from_json(data.get("budget", {})),
+            judge=None if data.get("judge") is None else JudgeSpec.from_json(data["judge"]),
+            response_cache=bool(data.get("response_cache", False)),
         )
 
     def body_hash(self) -> str:
@@ -188,6 +202,8 @@ def _dataset_problems(spec: RunSpec) -> list[tuple[str, str]]:
     problems = options_problems(spec.dataset_options, datasets)
     if spec.prompt is not None:
         problems.extend(spec.prompt.problems("prompt"))
+    if spec.judge is not None:
+        problems.extend(spec.judge.problems("judge"))
     return problems
 
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub
-from evald_server.engine._task_scoring import Watcher
+from evald_server.engine._task_scoring import TaskScorer
 from evald_server.store import ChangeKind, Store, StoreChange
 
 _log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class StoreChanges:
         forget_run: Callable[[str], None],
         dispatcher: Dispatcher,
         events: EventHub,
-        watcher: Watcher,
+        task_scorer: TaskScorer,
     ) -> None:
         self._store = store
         self._register_run = register_run
@@ -37,7 +37,7 @@ class StoreChanges:
         self._forget_run = forget_run
         self._dispatcher = dispatcher
         self._events = events
-        self._watcher = watcher
+        self._task_scorer = task_scorer
         self.applied = 0
 
     async def run(self) -> None:
@@ -65,7 +65,7 @@ class StoreChanges:
             if self._run_models(run_id) is not None:
                 self._forget_run(run_id)
         elif kind is ChangeKind.SCORING:
-            self._watcher.schedule([change.detail])
+            self._task_scorer.schedule([change.detail])
         elif kind is ChangeKind.RESYNC:
             for live in await self._store.live_run_ids():
                 models = self._run_models(live)
@@ -74,4 +74,4 @@ class StoreChanges:
                 else:
                     self._dispatcher.add_work(live, models)
             self._events.poke_all()
-            self._watcher.schedule(await self._store.scoring_task_ids())
+            self._task_scorer.schedule(await self._store.scoring_task_ids())

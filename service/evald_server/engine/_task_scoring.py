@@ -4,39 +4,34 @@ Scoring runs in the scoring pool's worker processes, so the event loop (and ever
 other task's inference) carries on meanwhile. A task with permanently failed or
 cancelled subtasks is scored on its successes and marked partial; one with no success
 is not scored (failed, or cancelled). A scorer failure fails that task alone, with an
-EVAL_OPERATOR_ERROR. The result and the task's final state are written together with
-the ``task_scored`` event (and the run's end when it was the last task).
+EVAL_OPERATOR_ERROR. The result (assembled in ``_results``) and the task's final state
+are written together with the ``task_scored`` event (and the run's end when it was the
+last task).
 """
 
+import dataclasses
+import functools
 import logging
-import platform
-import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 
-import evald_server
-from evald_server.domain import (
-    RESULT_STATUS,
-    ErrorReason,
-    EvalError,
-    RunState,
-    TaskState,
-    TaskType,
-    task_outcome,
-)
+from evald_server.domain import EvalError, RunState, SubtaskPhase, TaskState, TaskType, task_outcome
+from evald_server.engine._judge_results import JudgeReport, judge_answers
+from evald_server.engine._judge_spec import JudgeSpec
+from evald_server.engine._page_scoring import PageScoring
 from evald_server.engine._profile import build_profile
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._results import (
-    CONTRACT_VERSION,
-    BenchmarkRef,
+    ExecutionProfile,
+    JudgeProvenance,
     ModelIdentity,
-    Provenance,
-    TaskEvaluation,
+    assemble_evaluation,
+    failure_errors,
 )
 from evald_server.engine._spec import RunSpec
 from evald_server.scoring import (
@@ -45,23 +40,31 @@ from evald_server.scoring import (
     SampleSource,
     ScoreReport,
     ScoringFailure,
-    scorer_dependencies,
 )
-from evald_server.store import EventRow, SampleScoreRow, Store, TaskFinish
+from evald_server.store import (
+    EventRow,
+    JudgeVerdictRow,
+    SampleScoreRow,
+    Store,
+    TaskFinish,
+)
 
 _log = logging.getLogger(__name__)
 _PAGE = 2000
 
 
 class ScoringPort(Protocol):
-    """What the watcher needs of the scoring pool."""
+    """What the task scorer needs of the scoring pool."""
 
     async def score(
         self, task_type: TaskType, samples: SampleSource, *, seed: int, timeout_s: float
     ) -> ScoreReport: ...
 
 
-class Watcher:
+class TaskScorer:
+    """Scores the tasks it is given (``schedule``) whose subtasks are all terminal, at
+    most ``concurrency`` at once, and writes each result with the task's final state."""
+
     def __init__(
         self,
         store: Store,
@@ -70,9 +73,11 @@ class Watcher:
         on_run_finished: Callable[[str, RunState], None],
         *,
         concurrency: int = 2,
+        pages: PageScoring | None = None,
     ) -> None:
         self._store = store
         self._scoring = scoring
+        self._pages = pages
         self._publish = publish
         self._on_run_finished = on_run_finished
         self._slots = anyio.Semaphore(concurrency)
@@ -128,64 +133,64 @@ class Watcher:
         errors: list[EvalError] = []
         if counters.succeeded > 0:
             try:
-                report = await self._scoring.score(
-                    dataset.task_type,
-                    StoredSamples(self._store, task_id),
-                    seed=spec.seed,
-                    timeout_s=spec.scoring_timeout_s,
-                )
+                if self._pages is not None:
+                    report = await self._pages.finish(task_id, counters.succeeded, seed=spec.seed)
+                if report is None:
+                    report = await self._scoring.score(
+                        dataset.task_type,
+                        StoredSamples(self._store, task_id),
+                        seed=spec.seed,
+                        timeout_s=spec.scoring_timeout_s,
+                    )
             except ScoringFailure as failure:
                 errors.append(failure.error)
+        elif self._pages is not None:
+            self._pages.discard(task_id)
+        judge_identity = task.model.get("judge")
+        judging: JudgeReport | None = None
+        judge_profile: ExecutionProfile | None = None
+        judge_errors: list[EvalError] = []
+        if spec.judge is not None and judge_identity is not None:
+            judging = await self._judge(task_id, spec.judge, spec.seed)
+            judge_inputs = await self._store.profile_inputs(task_id, phase=SubtaskPhase.JUDGE)
+            judge_profile = build_profile(
+                judge_inputs,
+                scoring_time_s=0.0,
+                priced=ModelIdentity.from_json(judge_identity).price is not None,
+            )
+            judge_errors = failure_errors(judge_inputs.failure_reasons, "judge call(s)")
+            if report is not None:
+                report = dataclasses.replace(
+                    report,
+                    metrics={**report.metrics, **judging.metrics},
+                    uncertainty={**report.uncertainty, **judging.uncertainty},
+                )
         scoring_time = time.perf_counter() - started
         inputs = await self._store.profile_inputs(task_id)
-        errors.extend(
-            EvalError.of(
-                ErrorReason(reason),
-                f"{count} sample(s) failed permanently with {reason}",
-                samples=count,
-            )
-            for reason, count in inputs.failure_reasons
-            if reason in ErrorReason.__members__.values()
-        )
+        errors.extend(failure_errors(inputs.failure_reasons))
+        errors.extend(judge_errors)
         state = task_outcome(counters, scorer_failed=report is None and counters.succeeded > 0)
         now = time.time()
-        evaluation = TaskEvaluation(
-            task_id=task_id,
-            run_id=task.run_id,
-            task_type=dataset.task_type,
-            model=ModelIdentity.from_json(task.model),
-            benchmark=BenchmarkRef(
-                dataset.name,
-                dataset.benchmark_version,
-                dataset.content_sha256,
-                dataset.record_count,
-                dataset_id=dataset.dataset_id,
-            ),
-            status=RESULT_STATUS[state],
+        evaluation = assemble_evaluation(
+            task,
+            dataset,
+            state=state,
             report=report,
-            profile=build_profile(inputs, scoring_time_s=scoring_time),
-            errors=tuple(errors),
-            provenance=Provenance(
-                contract_version=CONTRACT_VERSION,
-                evald_version=evald_server.__version__,
-                scorer=report.scorer if report is not None else "",
-                prompt_template_sha256=prompt.sha256(),
-                dataset_sha256=dataset.content_sha256,
-                python_version=platform.python_version(),
-                platform=f"{sys.platform}-{platform.machine()}",
-                bootstrap_seed=spec.seed,
-                dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
+            profile=build_profile(
+                inputs,
+                scoring_time_s=scoring_time,
+                priced=ModelIdentity.from_json(task.model).price is not None,
             ),
-            created_at=now,
+            errors=errors,
+            prompt_template_sha256=prompt.sha256(),
+            seed=spec.seed,
+            now=now,
+            judge=None
+            if spec.judge is None or judge_identity is None
+            else _judge_provenance(judge_identity, spec.judge, judging),
+            judge_profile=judge_profile,
         )
-        scores: Iterable[SampleScoreRow] = ()
-        if report is not None:
-            # A generator over the report's columns: the store streams it into its
-            # executemany, one row object at a time.
-            scores = (
-                SampleScoreRow(int(s.subtask_id), s.scores, s.correct, s.flags)
-                for s in report.sample_scores
-            )
+        scores: Iterable[SampleScoreRow] = _sample_rows(report, judging)
         body = evaluation.to_json()
         finish = await self._store.finish_task(
             TaskFinish(
@@ -202,6 +207,58 @@ class Watcher:
         self._publish(finish.events)
         if finish.run_state is not None:
             self._on_run_finished(task.run_id, finish.run_state)
+
+    async def _judge(self, task_id: str, spec: JudgeSpec, seed: int) -> JudgeReport:
+        rows: list[JudgeVerdictRow] = []
+        after = 0
+        while page := await self._store.task_verdicts(task_id, after, _PAGE):
+            rows.extend(page)
+            after = page[-1].row_id
+        # Off the event loop: the bootstrap is numpy work.
+        return await anyio.to_thread.run_sync(
+            functools.partial(judge_answers, rows, spec, seed=seed)
+        )
+
+
+def _sample_rows(
+    report: ScoreReport | None, judging: JudgeReport | None
+) -> Iterator[SampleScoreRow]:
+    """The per-sample rows to store: the scorer's (a generator over its columns, which
+    the store streams into its executemany), each with its answer's judgement."""
+    judgements = {} if judging is None else dict(judging.judgements)
+    if report is not None:
+        for s in report.sample_scores:
+            row_id = int(s.subtask_id)
+            judgement = judgements.pop(row_id, None)
+            yield SampleScoreRow(
+                row_id,
+                s.scores,
+                s.correct,
+                s.flags,
+                None if judgement is None else judgement.to_json(),
+            )
+    for row_id, judgement in judgements.items():  # judged but not scored
+        yield SampleScoreRow(row_id, None, None, (), judgement.to_json())
+
+
+def _judge_provenance(
+    identity: dict[str, Any], spec: JudgeSpec, judging: JudgeReport | None
+) -> JudgeProvenance:
+    return JudgeProvenance(
+        model_id=str(identity["model_id"]),
+        provider=str(identity["provider"]),
+        provider_model=str(identity["provider_model"]),
+        params=dict(identity["params"]),
+        rubric_sha256=spec.rubric_sha256(),
+        score_format=spec.score_format.value,
+        scale_min=spec.scale_min,
+        scale_max=spec.scale_max,
+        pass_threshold=spec.threshold,
+        rounds=spec.rounds,
+        parse_retries=spec.parse_retries,
+        judged_samples=0 if judging is None else judging.judged,
+        unjudged_samples=0 if judging is None else judging.unjudged,
+    )
 
 
 class StoredSamples:

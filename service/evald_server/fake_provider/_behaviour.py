@@ -182,6 +182,9 @@ class FakeConfig:
     sequence: tuple[Behaviour, ...] = ()
     per_key: Mapping[str, tuple[Behaviour, ...]] = field(default_factory=dict)
     answers: Mapping[str, str] = field(default_factory=dict)  # X-Evald-Subtask key → answer
+    # Provider model name → the answer every request for that model gets (a judge's
+    # verdict, say), after ``answers`` and before the answer callable.
+    model_answers: Mapping[str, str] = field(default_factory=dict)
     hang_s: float = 600.0
     stream_chunk_ms: float = 0.0  # pause between SSE content chunks
     # llama-cpp-python's ``interrupt_requests``: a new chat request ends every stream in
@@ -247,6 +250,7 @@ class FakeConfig:
             "sequence": [b.to_json() for b in self.sequence],
             "per_key": {k: [b.to_json() for b in v] for k, v in self.per_key.items()},
             "answers": dict(self.answers),
+            "model_answers": dict(self.model_answers),
             "hang_s": self.hang_s,
             "stream_chunk_ms": self.stream_chunk_ms,
             "interrupt_streams": self.interrupt_streams,
@@ -275,7 +279,7 @@ class FakeConfig:
                 changes[name] = {str(k): _behaviours(v) for k, v in value.items()}
             elif name == "quotas":
                 changes[name] = {str(k): Quota.from_json(v) for k, v in value.items()}
-            elif name == "answers":
+            elif name in ("answers", "model_answers"):
                 changes[name] = {str(k): str(v) for k, v in value.items()}
             else:
                 changes[name] = value

@@ -71,8 +71,9 @@ AnswerFn = Callable[[FakeChatRequest], str]
 class FakeProvider:
     """The fake server; ``async with FakeProvider(config) as fake:`` starts and stops it.
 
-    Answers, first match wins: ``Behaviour.answer``, ``config.answers[key]``, the
-    ``answer`` callable, else an echo of the last message's content (deterministic).
+    Answers, first match wins: ``Behaviour.answer``, ``config.answers[key]``,
+    ``config.model_answers[model]``, the ``answer`` callable, else an echo of the last
+    message's content (deterministic).
     """
 
     def __init__(
@@ -390,6 +391,8 @@ class FakeProvider:
             return behaviour.answer
         if chat.key is not None and chat.key in config.answers:
             return config.answers[chat.key]
+        if chat.model in config.model_answers:
+            return config.model_answers[chat.model]
         if self._answer_fn is not None:
             return self._answer_fn(chat)
         return chat.last_content

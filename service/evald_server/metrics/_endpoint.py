@@ -29,12 +29,12 @@ async def metrics_endpoint(app: Evald, listen: str | None) -> AsyncIterator[str 
         return
     registry = CollectorRegistry(auto_describe=True)
     outcomes = OutcomeMetrics(registry)
-    state = StateCollector(app.limiter_stats)
+    state = StateCollector(app.engine.limiter_stats)
     registry.register(state)
     app.engine.outcome_observers.append(outcomes.observe)
 
     async def scrape(request: web.Request) -> web.Response:
-        state.refresh(await app.state_counts())
+        state.refresh(await app.store.state_counts())
         return web.Response(
             body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )

@@ -14,6 +14,11 @@ and the intervals in ``_intervals``.
 
 from evald_server.scoring._common import BaseScorer, Evaluation
 from evald_server.scoring._errors import ScoringFailure
+from evald_server.scoring._intervals import (
+    bootstrap_distribution,
+    percentile_interval,
+    wilson_interval,
+)
 from evald_server.scoring._pages import (
     EncodedPage,
     EncodedSample,
@@ -40,6 +45,7 @@ from evald_server.scoring._payloads import (
 from evald_server.scoring._pool import ScoringPool
 from evald_server.scoring._registry import Scorer, score_task, scorer_dependencies, scorer_for
 from evald_server.scoring._sample_scores import SampleScores
+from evald_server.scoring._scored_pages import ScoredPage
 from evald_server.scoring._types import (
     IntervalMethod,
     MetricInterval,
@@ -77,6 +83,7 @@ __all__ = [
     "SampleScores",
     "SampleSource",
     "ScoreReport",
+    "ScoredPage",
     "Scorer",
     "ScoringFailure",
     "ScoringPool",
@@ -84,8 +91,11 @@ __all__ = [
     "SubjectAccuracy",
     "SummarizationPayload",
     "WorstExample",
+    "bootstrap_distribution",
+    "percentile_interval",
     "read_samples",
     "score_task",
     "scorer_dependencies",
     "scorer_for",
+    "wilson_interval",
 ]

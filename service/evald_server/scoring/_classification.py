@@ -25,7 +25,8 @@ from evald_server.scoring._common import BaseScorer, Evaluation, Row
 from evald_server.scoring._intervals import FloatArray, GroupedSums, IntArray, safe_div
 from evald_server.scoring._labels import LabelMatcher
 from evald_server.scoring._payloads import ClassificationPayload, ClassMetrics, WorstExample
-from evald_server.scoring._types import ScoringSample
+from evald_server.scoring._scored_pages import ScoredPage, merged_order
+from evald_server.scoring._types import ScoreReport, ScoringSample
 
 CONFUSION_MAX_LABELS = 200
 MAX_COLUMN_CELLS = 1 << 22  # samples × count columns in one matrix (32 MiB of float64)
@@ -61,11 +62,45 @@ class ClassificationScorer(BaseScorer):
     def input_text(self, record: Mapping[str, Any]) -> str:
         return str(record["input"])
 
+    pages = True
+
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
     ) -> Evaluation:
-        gold_labels = {s.record["label"] for s in every}
-        labels = tuple(sorted(gold_labels | {c for s in every for c in _choices(s.record)}))
+        labels = _label_set(every)
+        gold, pred, rows = self._match(scored, labels)
+        evaluation = self._evaluation(labels, gold, pred)
+        evaluation.rows = rows
+        return evaluation
+
+    def score_page(
+        self, samples: Sequence[ScoringSample], *, context: tuple[str, ...], worst_k: int
+    ) -> ScoredPage:
+        """Matched against the labels known so far (``context``) and the page's own."""
+        labels = _label_set(samples, known=context)
+        scored = [s for s in samples if s.output is not None]
+        gold, pred, rows = self._match(scored, labels)
+        columns = {"gold": gold, "pred": pred}
+        return self._page(samples, scored, rows, context=labels, worst_k=worst_k, columns=columns)
+
+    def aggregate(
+        self, pages: Sequence[ScoredPage], *, seed: int, worst_k: int, resamples: int
+    ) -> ScoreReport | None:
+        labels = tuple(sorted({label for page in pages for label in page.context}))
+        if any(page.context != labels for page in pages):
+            return None  # a label appeared late: earlier pages matched against fewer
+        order = merged_order(pages)
+        gold = np.concatenate([p.columns["gold"] for p in pages])[order]
+        pred = np.concatenate([p.columns["pred"] for p in pages])[order]
+        evaluation = self._evaluation(labels, gold, pred)
+        return self._aggregated(
+            pages, evaluation, order, seed=seed, worst_k=worst_k, resamples=resamples
+        )
+
+    def _match(
+        self, scored: Sequence[ScoringSample], labels: tuple[str, ...]
+    ) -> tuple[IntArray, IntArray, list[Row]]:
+        """Each output's label: gold and predicted label indices, and the rows."""
         index = {label: i for i, label in enumerate(labels)}
         matchers: dict[tuple[str, ...], LabelMatcher] = {}
         rows: list[Row] = []
@@ -93,11 +128,10 @@ class ClassificationScorer(BaseScorer):
                     else f"predicted {predicted!r}",
                 )
             )
-        return self._evaluation(labels, gold, pred, rows)
+        return gold, pred, rows
 
-    def _evaluation(
-        self, labels: tuple[str, ...], gold: IntArray, pred: IntArray, rows: list[Row]
-    ) -> Evaluation:
+    def _evaluation(self, labels: tuple[str, ...], gold: IntArray, pred: IntArray) -> Evaluation:
+        """Everything but the rows, from the label indices of the scored samples."""
         n_labels = len(labels)
         correct = (gold == pred).astype(np.float64)
         mapped = pred >= 0
@@ -106,7 +140,7 @@ class ClassificationScorer(BaseScorer):
         tp = np.bincount(gold, weights=correct, minlength=n_labels).astype(np.float64)
         counts = _Counts(tp, support, predicted)
         metrics: dict[str, float] = {}
-        if rows:
+        if gold.size:
             metrics = {
                 "accuracy": float(correct.mean()),
                 "f1_macro": float(counts.macro(counts.f1)),
@@ -169,12 +203,21 @@ class ClassificationScorer(BaseScorer):
             )
 
         return Evaluation(
-            rows=rows,
+            rows=[],
             metrics=metrics,
             statistic=statistic,
             build_payload=build_payload,
             proportions={"accuracy": float(correct.sum())},
         )
+
+
+def _label_set(samples: Sequence[ScoringSample], known: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Every gold label and every choice of the samples (and ``known``), sorted."""
+    labels = set(known)
+    for sample in samples:
+        labels.add(sample.record["label"])
+        labels.update(_choices(sample.record))
+    return tuple(sorted(labels))
 
 
 def _count_columns(

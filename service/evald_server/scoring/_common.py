@@ -15,6 +15,7 @@ import numpy as np
 from evald_server.domain import TaskType
 from evald_server.scoring._intervals import (
     FloatArray,
+    IntArray,
     Statistic,
     bootstrap_distribution,
     percentile_interval,
@@ -23,6 +24,13 @@ from evald_server.scoring._intervals import (
 )
 from evald_server.scoring._payloads import WorstExample
 from evald_server.scoring._sample_scores import SampleScores
+from evald_server.scoring._scored_pages import (
+    ConcatenatedScores,
+    ScoredPage,
+    WorstCandidate,
+    row_ids_of,
+    worst_of,
+)
 from evald_server.scoring._types import (
     MetricUncertainty,
     Payload,
@@ -90,6 +98,10 @@ class BaseScorer(ABC):
     def input_text(self, record: Mapping[str, Any]) -> str:
         """The record's input, for worst examples when no rendered prompt was given."""
 
+    # Scores page by page as outcomes commit (``score_page`` + ``aggregate``); a scorer
+    # that cannot is scored over the whole task once its inference is finished.
+    pages: ClassVar[bool] = False
+
     def score(
         self,
         samples: Sequence[ScoringSample],
@@ -98,11 +110,51 @@ class BaseScorer(ABC):
         worst_k: int = 5,
         resamples: int = 1000,
     ) -> ScoreReport:
-        if resamples < 1:
-            raise ValueError(f"resamples must be at least 1, got {resamples}")
+        _check_resamples(resamples)
         scored = [s for s in samples if s.output is not None]
         evaluation = self.evaluate(scored, samples)
         units, n_units = record_units([s.record_id for s in scored])
+        primary = [row.primary for row in evaluation.rows]
+        return self._report(
+            evaluation,
+            units,
+            n_units,
+            seed=seed,
+            resamples=resamples,
+            worst=self._worst_examples(scored, evaluation.rows, worst_k),
+            sample_scores=self._sample_scores(scored, evaluation.rows),
+            scored=len(scored),
+            skipped=len(samples) - len(scored),
+            repeat=repeat_stats([s.repeat_index for s in scored], primary, units, n_units),
+        )
+
+    def score_page(
+        self, samples: Sequence[ScoringSample], *, context: tuple[str, ...], worst_k: int
+    ) -> ScoredPage:
+        """Score one page of a task's samples on its own (see ``_scored_pages``)."""
+        raise NotImplementedError(f"scorer {self.name} does not score page by page")
+
+    def aggregate(
+        self, pages: Sequence[ScoredPage], *, seed: int, worst_k: int, resamples: int
+    ) -> ScoreReport | None:
+        """The task's report from its scored pages; None when a page was scored against
+        a context the task's final one differs from (score the whole task instead)."""
+        raise NotImplementedError(f"scorer {self.name} does not score page by page")
+
+    def _report(
+        self,
+        evaluation: Evaluation,
+        units: IntArray,
+        n_units: int,
+        *,
+        seed: int,
+        resamples: int,
+        worst: tuple[WorstExample, ...],
+        sample_scores: Sequence[SampleScore],
+        scored: int,
+        skipped: int,
+        repeat: RepeatStats | None,
+    ) -> ScoreReport:
         uncertainty: dict[str, MetricUncertainty] = {}
         if scored:
             distribution = bootstrap_distribution(
@@ -114,21 +166,88 @@ class BaseScorer(ABC):
                     bootstrap=percentile_interval(
                         distribution[metric], point, seed=seed, resamples=resamples
                     ),
-                    analytic=None if successes is None else wilson_interval(successes, len(scored)),
+                    analytic=None if successes is None else wilson_interval(successes, scored),
                 )
-        worst = self._worst_examples(scored, evaluation.rows, worst_k)
         return ScoreReport(
             scorer=self.scorer_id,
             metrics=dict(evaluation.metrics) if scored else {},
             uncertainty=uncertainty,
             payload=evaluation.build_payload(worst),
-            sample_scores=SampleScores(
-                SampleScore(s.subtask_id, row.scores, row.flags, row.correct)
-                for s, row in zip(scored, evaluation.rows, strict=True)
+            sample_scores=sample_scores,
+            scored_samples=scored,
+            skipped_samples=skipped,
+            repeat=repeat,
+        )
+
+    @staticmethod
+    def _sample_scores(scored: Sequence[ScoringSample], rows: Sequence[Row]) -> SampleScores:
+        return SampleScores(
+            SampleScore(s.subtask_id, row.scores, row.flags, row.correct)
+            for s, row in zip(scored, rows, strict=True)
+        )
+
+    def _page(
+        self,
+        samples: Sequence[ScoringSample],
+        scored: Sequence[ScoringSample],
+        rows: Sequence[Row],
+        *,
+        context: tuple[str, ...],
+        worst_k: int,
+        columns: Mapping[str, np.ndarray],
+    ) -> ScoredPage:
+        """A scored page from the rows of its scored samples (in the page's order)."""
+        row_ids = row_ids_of([s.subtask_id for s in scored])
+        primary = np.fromiter((row.primary for row in rows), dtype=np.float64, count=len(rows))
+        worst = []
+        if worst_k > 0:
+            # The page's k worst by (primary, row id): the task's k worst are among them.
+            for index in np.lexsort((row_ids, primary))[:worst_k].tolist():
+                if primary[index] >= 1.0:
+                    break
+                example = self._example(scored[index], rows[index])
+                worst.append(WorstCandidate(float(primary[index]), int(row_ids[index]), example))
+        return ScoredPage(
+            row_ids=row_ids,
+            record_ids=tuple(s.record_id for s in scored),
+            repeat_indexes=np.fromiter(
+                (s.repeat_index for s in scored), dtype=np.intp, count=len(scored)
             ),
-            scored_samples=len(scored),
-            skipped_samples=len(samples) - len(scored),
-            repeat=repeat_stats(scored, [row.primary for row in evaluation.rows], units, n_units),
+            primary=primary,
+            sample_scores=self._sample_scores(scored, rows),
+            worst=tuple(worst),
+            context=context,
+            columns=dict(columns),
+            skipped=len(samples) - len(scored),
+        )
+
+    def _aggregated(
+        self,
+        pages: Sequence[ScoredPage],
+        evaluation: Evaluation,
+        order: IntArray,
+        *,
+        seed: int,
+        worst_k: int,
+        resamples: int,
+    ) -> ScoreReport:
+        """The report of ``evaluation`` (computed over the samples in ``order``, row id
+        order) with what the pages carry: units, worst examples, scores, repeats."""
+        record_ids = [rid for page in pages for rid in page.record_ids]
+        units, n_units = record_units([record_ids[i] for i in order.tolist()])
+        primary = np.concatenate([p.primary for p in pages])[order]
+        repeats = np.concatenate([p.repeat_indexes for p in pages])[order]
+        return self._report(
+            evaluation,
+            units,
+            n_units,
+            seed=seed,
+            resamples=resamples,
+            worst=worst_of(pages, worst_k),
+            sample_scores=ConcatenatedScores([p.sample_scores for p in pages]),
+            scored=int(order.size),
+            skipped=sum(p.skipped for p in pages),
+            repeat=repeat_stats(repeats.tolist(), primary.tolist(), units, n_units),
         )
 
     def _worst_examples(
@@ -141,31 +260,36 @@ class BaseScorer(ABC):
         order = np.argsort(primary, kind="stable")[:k]
         examples = []
         for index in order.tolist():
-            sample, row = scored[index], rows[index]
-            if row.primary >= 1.0:  # a perfect sample is never a "worst" one
+            if rows[index].primary >= 1.0:  # a perfect sample is never a "worst" one
                 break
-            examples.append(
-                WorstExample(
-                    record_id=sample.record_id,
-                    repeat_index=sample.repeat_index,
-                    input=truncate(sample.input_text or self.input_text(sample.record)),
-                    expected=truncate(self.expected_text(sample.record)),
-                    output=truncate(sample.output or ""),
-                    score=row.primary,
-                    note=row.note or ", ".join(row.flags),
-                )
-            )
+            examples.append(self._example(scored[index], rows[index]))
         return tuple(examples)
+
+    def _example(self, sample: ScoringSample, row: Row) -> WorstExample:
+        return WorstExample(
+            record_id=sample.record_id,
+            repeat_index=sample.repeat_index,
+            input=truncate(sample.input_text or self.input_text(sample.record)),
+            expected=truncate(self.expected_text(sample.record)),
+            output=truncate(sample.output or ""),
+            score=row.primary,
+            note=row.note or ", ".join(row.flags),
+        )
+
+
+def _check_resamples(resamples: int) -> None:
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
 
 
 def repeat_stats(
-    scored: Sequence[ScoringSample],
+    repeat_indexes: Sequence[int],
     primary: Sequence[float],
     units: np.ndarray[Any, np.dtype[np.intp]],
     n_units: int,
 ) -> RepeatStats | None:
     """Spread of the primary score over each record's repeats; None without repeats."""
-    if n_units == len(scored):
+    if n_units == len(repeat_indexes):
         return None
     values: FloatArray = np.asarray(primary, dtype=np.float64)
     counts = np.bincount(units, minlength=n_units)
@@ -176,7 +300,7 @@ def repeat_stats(
     measured = counts >= 2
     stddev = np.sqrt(squares[measured] / (counts[measured] - 1))
     return RepeatStats(
-        repeats=len({s.repeat_index for s in scored}),
+        repeats=len(set(repeat_indexes)),
         records=int(measured.sum()),
         mean_within_record_stddev=float(stddev.mean()),
         consistent_record_fraction=float((spread[measured] <= _CONSISTENT_TOLERANCE).mean()),

@@ -33,11 +33,10 @@ from evald_server.scoring._errors import ScoringFailure
 from evald_server.scoring._pages import EncodedPage, PageDecoder, SampleSource
 from evald_server.scoring._registry import Scorer, scorer_for
 from evald_server.scoring._sample_scores import columnar
+from evald_server.scoring._scored_pages import ScoredPage
 from evald_server.scoring._types import ScoreReport, ScoringSample
 
 _log = logging.getLogger(__name__)
-_READY = "ready"
-_END = "end"  # the last message of a job
 _PAGE = 2000  # samples per message when they are given in memory
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 5.0
@@ -48,45 +47,92 @@ def default_workers() -> int:
     return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
+_SCORE, _PAGE_JOB, _AGGREGATE = "score", "page", "aggregate"
+
+
 @dataclass(frozen=True, slots=True)
 class _Job:
-    """Opens a job; its samples follow in pages, then ``_END`` (see ``_worker_main``)."""
+    """Opens a job; its samples follow in pages, then a ``_JobEnd`` (see ``_worker_main``).
+
+    ``mode``: score the whole task (the samples), score one page of it against
+    ``context`` (the samples), or aggregate its scored pages (``ScoredPage``s, then the
+    samples not scored yet, scored here as one last page)."""
 
     scorer: Scorer | None  # an injected scorer; None: the registry's
     task_type: TaskType
     seed: int
     worst_k: int
     resamples: int
+    mode: str = _SCORE
+    context: tuple[str, ...] = ()
 
 
-_Page = EncodedPage | Sequence[ScoringSample]
-_Reply = tuple[str, Any] | tuple[str, str, str]
+@dataclass(frozen=True, slots=True)
+class _JobEnd:
+    """The last message of a job: score the pages that came (see ``_worker_main``)."""
 
 
-def _score(job: _Job | None, samples: Sequence[ScoringSample]) -> _Reply:
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """A worker's one message per job: its result (a report, a scored page, or None for
+    an aggregation the scorer declined), or the exception the job raised.
+
+    A worker also sends an empty one when it has started and is ready for jobs."""
+
+    result: Any = None
+    error_type: str = ""
+    traceback: str = ""
+
+    @classmethod
+    def failed(cls, exc: BaseException) -> "_Reply":
+        return cls(error_type=type(exc).__name__, traceback=traceback.format_exc())
+
+
+_READY = _Reply()
+_Page = EncodedPage | Sequence[ScoringSample] | Sequence[ScoredPage]
+
+
+def _score(job: _Job | None, items: Sequence[Any]) -> _Reply:
     if job is None:
-        return ("error", "RuntimeError", "samples arrived without a job\n")
+        return _Reply(error_type="RuntimeError", traceback="samples arrived without a job\n")
     try:
-        scorer = job.scorer or scorer_for(job.task_type)
-        report = scorer.score(samples, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples)
+        scorer: Any = job.scorer or scorer_for(job.task_type)
+        if job.mode == _PAGE_JOB:
+            return _Reply(scorer.score_page(items, context=job.context, worst_k=job.worst_k))
+        if job.mode == _AGGREGATE:
+            return _Reply(_aggregate(scorer, job, items))
+        report = scorer.score(items, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples)
         # Columns, whatever the scorer returned: the server reads them row by row.
-        return ("ok", replace(report, sample_scores=columnar(report.sample_scores)))
+        return _Reply(replace(report, sample_scores=columnar(report.sample_scores)))
     except Exception as exc:
-        return ("error", type(exc).__name__, traceback.format_exc())
+        return _Reply.failed(exc)
+
+
+def _aggregate(scorer: Any, job: _Job, items: Sequence[Any]) -> ScoreReport | None:
+    pages = [item for item in items if isinstance(item, ScoredPage)]
+    rest = [item for item in items if not isinstance(item, ScoredPage)]
+    if rest:
+        known = tuple(sorted({label for page in pages for label in page.context}))
+        pages.append(scorer.score_page(rest, context=known, worst_k=job.worst_k))
+    report: ScoreReport | None = scorer.aggregate(
+        pages, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
+    )
+    return report
 
 
 def _worker_main(conn: Connection) -> None:
     """Worker process: answer jobs until told to stop or the pipe closes.
 
     A job is a ``_Job``, its pages of samples (decoded as they arrive, while the server
-    reads the next one) and ``_END``; the reply is sent after ``_END`` only, so a page
-    that fails still lets the server send the rest and read one reply.
+    reads the next one) and a ``_JobEnd``; the ``_Reply`` is sent after the end only, so
+    a page that fails still lets the server send the rest and read one reply. ``None``
+    stops the worker.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     conn.send(_READY)
     job: _Job | None = None
     decoder = PageDecoder()
-    samples: list[ScoringSample] = []
+    samples: list[ScoringSample | ScoredPage] = []  # a page job's, or an aggregation's
     failure: _Reply | None = None
     while True:
         try:
@@ -94,26 +140,26 @@ def _worker_main(conn: Connection) -> None:
         except EOFError:
             return
         except Exception as exc:  # a message that cannot be unpickled here
-            failure = failure or ("error", type(exc).__name__, traceback.format_exc())
+            failure = failure or _Reply.failed(exc)
             continue
         if message is None:
             return
         if isinstance(message, _Job):
             job, decoder, samples, failure = message, PageDecoder(), [], None
-        elif isinstance(message, str):  # _END
+        elif isinstance(message, _JobEnd):
             reply = failure or _score(job, samples)
             job, decoder, samples, failure = None, PageDecoder(), [], None
             try:
                 conn.send(reply)
             except Exception as exc:  # a report that cannot be pickled
-                conn.send(("error", type(exc).__name__, traceback.format_exc()))
+                conn.send(_Reply.failed(exc))
             del reply
         elif failure is None:
             try:
                 page: _Page = message
                 samples.extend(decoder.decode(page) if isinstance(page, EncodedPage) else page)
             except Exception as exc:
-                failure = ("error", type(exc).__name__, traceback.format_exc())
+                failure = _Reply.failed(exc)
 
 
 class _SourceFailed(Exception):
@@ -232,11 +278,65 @@ class ScoringPool:
         (reading the store), which is outside it as when samples are given in memory.
         An error of the source propagates as it is.
         """
+        job = _Job(self._scorers.get(task_type), task_type, seed, self._worst_k, self._resamples)
+        report: ScoreReport = await self._run(job, samples, timeout_s)
+        return report
+
+    def scores_pages(self, task_type: TaskType) -> bool:
+        """Whether the scorer of ``task_type`` scores page by page (``score_page``)."""
+        scorer = self._scorers.get(task_type) or scorer_for(task_type)
+        return bool(getattr(scorer, "pages", False))
+
+    async def score_page(
+        self,
+        task_type: TaskType,
+        samples: Sequence[ScoringSample],
+        *,
+        context: tuple[str, ...],
+        timeout_s: float,
+    ) -> ScoredPage:
+        """One page of a task's samples scored on its own (``scores_pages`` scorers)."""
+        job = _Job(
+            self._scorers.get(task_type),
+            task_type,
+            0,
+            self._worst_k,
+            self._resamples,
+            mode=_PAGE_JOB,
+            context=context,
+        )
+        page: ScoredPage = await self._run(job, samples, timeout_s)
+        return page
+
+    async def aggregate(
+        self,
+        task_type: TaskType,
+        pages: Sequence[ScoredPage],
+        rest: Sequence[ScoringSample],
+        *,
+        seed: int,
+        timeout_s: float,
+    ) -> ScoreReport | None:
+        """The task's report from its scored pages and the samples not scored yet (one
+        last page); None when the pages disagree on their context (see
+        ``_scored_pages``): score the whole task instead."""
+        job = _Job(
+            self._scorers.get(task_type),
+            task_type,
+            seed,
+            self._worst_k,
+            self._resamples,
+            mode=_AGGREGATE,
+        )
+        report: ScoreReport | None = await self._run(job, [*pages, *rest], timeout_s)
+        return report
+
+    async def _run(self, job: _Job, samples: Sequence[Any] | SampleSource, timeout_s: float) -> Any:
+        """One job on a worker of its own; its reply, or ``ScoringFailure``."""
         if self._closed:
             raise RuntimeError("the scoring pool is closed")
-        scorer = self._scorers.get(task_type) or scorer_for(task_type)
+        scorer = self._scorers.get(job.task_type) or scorer_for(job.task_type)
         name = f"{scorer.name}@{scorer.version}"
-        job = _Job(self._scorers.get(task_type), task_type, seed, self._worst_k, self._resamples)
         lease = _Lease(self._slots, self._long_lane, self._long_after_s)
         await lease.acquire()
         try:
@@ -274,14 +374,12 @@ class ScoringPool:
                 self._checkin(worker, healthy)
         finally:
             lease.release()
-        if reply[0] == "ok":
-            report: ScoreReport = reply[1]
-            return report
-        _, exc_type, formatted = reply
-        _log.error("scorer %s raised %s:\n%s", name, exc_type, formatted)
+        if not reply.error_type:
+            return reply.result
+        _log.error("scorer %s raised %s:\n%s", name, reply.error_type, reply.traceback)
         raise ScoringFailure(
             ErrorReason.SCORER_FAILED,
-            f"scorer {name} failed with {exc_type} (details in the server log)",
+            f"scorer {name} failed with {reply.error_type} (details in the server log)",
             scorer=name,
         )
 
@@ -293,10 +391,10 @@ class ScoringPool:
         self,
         worker: _Worker,
         job: _Job,
-        samples: Sequence[ScoringSample] | SampleSource,
+        samples: Sequence[Any] | SampleSource,
         budget: anyio.CancelScope,
         lease: "_Lease",
-    ) -> Any:
+    ) -> _Reply:
         """Send the job and its pages, then wait for the reply (in threads: pipes block)."""
         await self._in_thread(worker.conn.send, job)
         if isinstance(samples, Sequence):
@@ -318,10 +416,13 @@ class ScoringPool:
                     budget.deadline += anyio.current_time() - started
                 await self._in_thread(worker.conn.send, page)
                 del page
-        await self._in_thread(worker.conn.send, _END)
+        await self._in_thread(worker.conn.send, _JobEnd())
         while not await self._in_thread(worker.conn.poll, _LANE_POLL_S):
             lease.move_if_long()  # the worker is still scoring
-        return await self._in_thread(worker.conn.recv)
+        reply = await self._in_thread(worker.conn.recv)
+        if not isinstance(reply, _Reply):
+            raise TypeError(f"a scoring worker answered {type(reply).__name__}, not a reply")
+        return reply
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         # Abandoned on cancellation: the worker is then killed, which ends the call.

@@ -6,6 +6,8 @@ from evald_server.store._errors import LiveRunLimitReached, StoreError
 from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
+    CachedAnswer,
+    CacheEntry,
     ChangeKind,
     Claim,
     ClaimedSubtask,
@@ -14,6 +16,7 @@ from evald_server.store._records import (
     EventRow,
     FinishReport,
     Json,
+    JudgeVerdictRow,
     NewEvent,
     NewRun,
     NewTask,
@@ -39,6 +42,8 @@ from evald_server.store._store_file import StoreLocked, StoreLost
 __all__ = [
     "LATEST_VERSION",
     "STORE_OPENERS",
+    "CacheEntry",
+    "CachedAnswer",
     "ChangeKind",
     "Claim",
     "ClaimedSubtask",
@@ -47,6 +52,7 @@ __all__ = [
     "EventRow",
     "FinishReport",
     "Json",
+    "JudgeVerdictRow",
     "LiveRunLimitReached",
     "NewEvent",
     "NewRun",

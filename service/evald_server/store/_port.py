@@ -22,14 +22,24 @@ replicas on one database, without engine changes:
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Protocol
 
-from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskType
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    RunState,
+    SubtaskPhase,
+    SubtaskState,
+    TaskType,
+)
 from evald_server.store._records import (
+    CachedAnswer,
+    CacheEntry,
     Claim,
     CompletionReport,
     DatasetRow,
     EventRow,
     FinishReport,
     Json,
+    JudgeVerdictRow,
     NewEvent,
     NewRun,
     NewTask,
@@ -113,7 +123,9 @@ class Store(Protocol):
         self, outcomes: Sequence[SubtaskOutcome], now: float
     ) -> CompletionReport: ...
     async def requeue_running(self, *, owner: str | None, now: float) -> int: ...
-    async def cancel_run(self, run_id: str, now: float) -> TransitionReport: ...
+    async def cancel_run(
+        self, run_id: str, now: float, *, reason: str | None = None
+    ) -> TransitionReport: ...
     async def retry_failed(
         self,
         run_id: str,
@@ -136,7 +148,13 @@ class Store(Protocol):
         ...
 
     async def task_subtasks(
-        self, task_id: str, states: Sequence[SubtaskState], after_row: int, limit: int
+        self,
+        task_id: str,
+        states: Sequence[SubtaskState],
+        after_row: int,
+        limit: int,
+        *,
+        phase: SubtaskPhase = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]: ...
     async def run_subtasks(
         self,
@@ -147,17 +165,50 @@ class Store(Protocol):
         limit: int,
         *,
         output_chars: int | None = None,
+        phase: SubtaskPhase = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
         """``output_chars``: read at most that many characters of each output (its full
-        size in bytes is then in ``SubtaskRow.output_bytes``)."""
+        size in bytes is then in ``SubtaskRow.output_bytes``). Only subtasks of
+        ``phase`` (the answers, unless asked for the judge subtasks)."""
         ...
 
-    async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]: ...
-    async def profile_inputs(self, task_id: str) -> ProfileInputs: ...
+    async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
+        """Succeeded answers (phase ANSWER) only."""
+        ...
+
+    async def profile_inputs(
+        self, task_id: str, *, phase: SubtaskPhase = SubtaskPhase.ANSWER
+    ) -> ProfileInputs:
+        """Aggregates over one phase's subtasks; ``counters`` count that phase only."""
+        ...
+
+    async def task_verdicts(
+        self, task_id: str, after_row: int, limit: int
+    ) -> list[JudgeVerdictRow]:
+        """One page (by row id) of a task's judge subtasks."""
+        ...
+
     async def finish_task(self, finish: TaskFinish) -> FinishReport: ...
     async def read_results(self, run_id: str) -> list[tuple[str, Json]]: ...
     async def recount_task(self, task_id: str) -> Counters: ...
     async def state_counts(self) -> StateCounts: ...
+
+    # The response cache (opt-in per run).
+    async def cache_lookup(
+        self, scope: str, keys: Sequence[str], now: float, ttl_s: float
+    ) -> dict[str, CachedAnswer]:
+        """The unexpired entries of ``scope`` among ``keys`` (created after now - ttl_s);
+        marks them used (least recently used entries are evicted first)."""
+        ...
+
+    async def cache_put(
+        self, entries: Sequence[CacheEntry], now: float, *, ttl_s: float, max_entries: int
+    ) -> int:
+        """Keep entries (replacing same (scope, key)); delete expired ones and the least
+        recently used beyond ``max_entries``; returns how many were deleted."""
+        ...
+
+    async def cache_size(self) -> int: ...
 
     # Events.
     async def append_events(

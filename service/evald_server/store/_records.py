@@ -11,11 +11,15 @@ from enum import StrEnum
 from typing import Any
 
 from evald_server.domain import (
+    Cost,
     Counters,
     EvalError,
     EventKind,
     OutcomeKind,
+    RetryClass,
+    RetryCounts,
     RunState,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
     TaskType,
@@ -80,6 +84,10 @@ class NewTask:
     model: Json  # model identity with effective generation params, frozen at creation
     dataset_id: str
     record_count: int
+    # Model-graded scoring: each succeeded answer gets ``judge_rounds`` judge subtasks
+    # on ``judge_model_id`` (none when 0).
+    judge_model_id: str | None = None
+    judge_rounds: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +119,10 @@ class RunRow:
     oldest_seq: int  # oldest retained event seq (last_seq + 1 when the log is empty)
     request_id: str | None = None
     request_hash: str | None = None
+    # What its successful calls cost so far (``priced`` is the tasks' business: the
+    # store does not know prices), and why the server cancelled it, if it did.
+    cost: Cost = field(default_factory=Cost)
+    cancel_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +157,31 @@ class ClaimedSubtask:
     record_id: str
     fields: Json
     dataset_id: str
+    failures: RetryCounts = field(
+        default_factory=RetryCounts
+    )  # failed attempts per class since queued
+    phase: SubtaskPhase = SubtaskPhase.ANSWER
+    judge_round: int = 0  # judge subtasks: which judging round of the answer
+    answer: str | None = None  # judge subtasks: the answer being graded
 
     @property
     def subtask_id(self) -> str:
-        return subtask_public_id(self.task_id, self.record_idx, self.repeat_index)
+        return subtask_public_id(
+            self.task_id, self.record_idx, self.repeat_index, self.phase, self.judge_round
+        )
 
 
-def subtask_public_id(task_id: str, record_idx: int, repeat_index: int) -> str:
-    """The stable public id of a subtask (also the provider's request key)."""
-    return f"{task_id}.{record_idx}.{repeat_index}"
+def subtask_public_id(
+    task_id: str,
+    record_idx: int,
+    repeat_index: int,
+    phase: SubtaskPhase = SubtaskPhase.ANSWER,
+    judge_round: int = 0,
+) -> str:
+    """The stable public id of a subtask (also the provider's request key); a judge
+    subtask's is its answer's with ``.j<round>``."""
+    base = f"{task_id}.{record_idx}.{repeat_index}"
+    return base if phase is SubtaskPhase.ANSWER else f"{base}.j{judge_round}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +218,14 @@ class SubtaskOutcome:
     # The first token's (token, log-probability) alternatives, when they were asked for.
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     finish_reason: str | None = None  # with an output: why generation stopped
+    retry_class: RetryClass | None = None  # a retryable failure: the budget it spends
+    cost: Cost | None = None  # a success: what it cost (tokens and, if priced, money)
+    phase: SubtaskPhase = SubtaskPhase.ANSWER
+    judge_round: int = 0
+    verdict: float | None = None  # a judge subtask's parsed score
+    cache_hit: bool = False  # answered from the response cache, no provider call
+    # The response-cache entry this answer may fill (engine bookkeeping; not stored).
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +244,7 @@ class CompletionReport:
     retries: tuple[RetryScheduled, ...]
     completed_per_run: Mapping[str, int]  # newly terminal subtasks per run
     events: tuple["EventRow", ...]
+    judge_work: tuple[tuple[str, str], ...] = ()  # (run, judge model) given new work
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,10 +304,54 @@ class SubtaskRow:
     model_id: str = ""
     finish_reason: str | None = None
     output_bytes: int | None = None  # the full output's size, where the read cut it
+    failures: RetryCounts = field(
+        default_factory=RetryCounts
+    )  # failed attempts per class since queued
+    cost: Cost | None = None  # a success's cost (None before, or stored before evald kept it)
+    phase: SubtaskPhase = SubtaskPhase.ANSWER
+    judge_round: int = 0
+    verdict: float | None = None  # judge subtasks: the parsed score
+    judgement: Json | None = None  # answers of a judged task, once scored
+    cache_hit: bool = False
 
     @property
     def subtask_id(self) -> str:
-        return subtask_public_id(self.task_id, self.record_idx, self.repeat_index)
+        return subtask_public_id(
+            self.task_id, self.record_idx, self.repeat_index, self.phase, self.judge_round
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeVerdictRow:
+    """One judge subtask as scoring reads it: which answer, which round, what it said."""
+
+    row_id: int
+    judged_row_id: int  # the answer's subtask row
+    record_idx: int
+    judge_round: int
+    state: SubtaskState
+    verdict: float | None  # parsed score (succeeded ones)
+    output: str | None  # the judge's full answer (its rationale and verdict line)
+    error_reason: str | None  # failed ones: the last error's reason
+
+
+@dataclass(frozen=True, slots=True)
+class CachedAnswer:
+    """A complete, successful answer kept in the response cache."""
+
+    output: str
+    finish_reason: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    """An answer to keep in the response cache under (scope, key)."""
+
+    scope: str  # a tenant, or a model's shared scope
+    key: str
+    answer: CachedAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,9 +372,10 @@ class SampleScoreRow:
     """Per-sample scores to store beside a subtask for ListSamples."""
 
     row_id: int
-    scores: dict[str, float]
+    scores: dict[str, float] | None  # None: a judged answer the scorer did not score
     correct: bool | None
     flags: tuple[str, ...] = ()
+    judgement: Json | None = None  # a judged task: the answer's verdict, for ListSamples
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +419,10 @@ class ProfileInputs:
     usage_unknown: int = 0  # succeeded without usage from the provider
     decode_tokens: int = 0  # completion tokens of streamed calls with usage and a TTFT
     decode_time_s: float = 0.0  # their latency − TTFT, summed
+    cost: Cost = field(
+        default_factory=Cost
+    )  # of the successful calls; priced: every one had a price
+    cache_hits: int = 0  # succeeded from the response cache (no provider call)
 
 
 class ChangeKind(StrEnum):

@@ -159,7 +159,58 @@ _V4 = (
     "ALTER TABLE subtasks ADD COLUMN top_logprobs TEXT",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+# Version 5 (rate control and cost): a subtask's failed attempts per retry class since
+# it was last queued (each class may have its own retry budget), and what its
+# successful call cost (tokens counted, pico-USD when the model has a price, whether the
+# tokens were estimated); a run's running totals of the same, moved in the outcome's
+# transaction, so a budget survives a restart; why the server cancelled a run.
+_V5 = (
+    "ALTER TABLE subtasks ADD COLUMN failed_rate_limited INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN failed_timeout INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN failed_transient INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN cost_picousd INTEGER",
+    "ALTER TABLE subtasks ADD COLUMN cost_tokens INTEGER",
+    "ALTER TABLE subtasks ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_picousd INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cancel_reason TEXT",
+)
+
+# Version 6: model-graded scoring and the response cache. A judge subtask is a subtasks
+# row of phase 1 on the judge model, grading the answer in row ``judged_row_id`` in
+# round ``judge_round`` (its parsed score in ``verdict``); a judged answer's aggregated
+# verdict is written to ``judgement`` (JSON) when its task is scored. A task names its
+# judge model and rounds. ``cache_hit``: answered from the response cache, whose
+# entries are keyed by (scope, key), scope being a tenant or a model's shared scope.
+_V6 = (
+    "ALTER TABLE subtasks ADD COLUMN phase INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN judged_row_id INTEGER",
+    "ALTER TABLE subtasks ADD COLUMN judge_round INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN verdict REAL",
+    "ALTER TABLE subtasks ADD COLUMN judgement TEXT",
+    "ALTER TABLE subtasks ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN judge_model_id TEXT",
+    "ALTER TABLE tasks ADD COLUMN judge_rounds INTEGER NOT NULL DEFAULT 0",
+    """CREATE INDEX subtasks_judged ON subtasks (judged_row_id, judge_round)
+        WHERE judged_row_id IS NOT NULL""",
+    """CREATE TABLE response_cache (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        output TEXT NOT NULL,
+        finish_reason TEXT NOT NULL,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        created_at REAL NOT NULL,
+        used_at REAL NOT NULL,
+        hits INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX response_cache_created ON response_cache (created_at)",
+    "CREATE INDEX response_cache_used ON response_cache (used_at)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -10,23 +10,26 @@ import sqlite3
 from collections import defaultdict
 from typing import Any
 
-from evald_server.domain import RunState, SubtaskState
+from evald_server.domain import RetryCounts, RunState, SubtaskPhase, SubtaskState
 from evald_server.store._records import Claim, ClaimedSubtask, Json
 from evald_server.store._sql_common import CounterDeltas, append_events, state_event, transaction
 
 _S = SubtaskState
+_NO_FAILURES = RetryCounts()
 
 _CLAIM_RETRIES = (
     "UPDATE subtasks SET state = 'running', owner = ?, updated_at = ? WHERE row_id IN ("
     "SELECT row_id FROM subtasks WHERE run_id = ? AND model_id = ? AND state = 'failed' "
     "AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?) "
-    "RETURNING row_id, task_id, record_idx, repeat_index, attempt"
+    "RETURNING row_id, task_id, record_idx, repeat_index, attempt, phase, judge_round, "
+    "judged_row_id, failed_rate_limited, failed_timeout, failed_transient"
 )
 _CLAIM_PENDING = (
     "UPDATE subtasks SET state = 'running', owner = ?, updated_at = ? WHERE row_id IN ("
     "SELECT row_id FROM subtasks WHERE run_id = ? AND model_id = ? AND state = 'pending' "
     "ORDER BY row_id LIMIT ?) "
-    "RETURNING row_id, task_id, record_idx, repeat_index, attempt"
+    "RETURNING row_id, task_id, record_idx, repeat_index, attempt, phase, judge_round, "
+    "judged_row_id, failed_rate_limited, failed_timeout, failed_transient"
 )
 
 
@@ -86,8 +89,9 @@ def claim_ready(
             events = append_events(conn, run_id, [event], retain)
         picked = sorted(retries + pending)
         records = _records(conn, run_id, picked)
+        answers = _judged_answers(conn, [row[7] for row in picked if row[7] is not None])
     claimed = []
-    for row_id, task_id, idx, repeat, attempt in picked:
+    for row_id, task_id, idx, repeat, attempt, phase, judge_round, judged, *failed in picked:
         dataset_id, record_id, fields = records[task_id, idx]
         claimed.append(
             ClaimedSubtask(
@@ -101,6 +105,10 @@ def claim_ready(
                 record_id,
                 fields,
                 dataset_id,
+                RetryCounts(*failed) if any(failed) else _NO_FAILURES,
+                phase=SubtaskPhase(phase),
+                judge_round=judge_round,
+                answer=None if judged is None else answers.get(judged, ""),
             )
         )
     return Claim(
@@ -109,6 +117,17 @@ def claim_ready(
         next_retry_at=next_retry_at,
         events=tuple(events),
     )
+
+
+def _judged_answers(conn: sqlite3.Connection, row_ids: list[int]) -> dict[int, str]:
+    """The answers that claimed judge subtasks grade, by their row id."""
+    if not row_ids:
+        return {}
+    marks = ",".join("?" * len(row_ids))
+    rows = conn.execute(
+        f"SELECT row_id, output FROM subtasks WHERE row_id IN ({marks})", row_ids
+    ).fetchall()
+    return {row_id: output or "" for row_id, output in rows}
 
 
 def _records(

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from evald_server.domain import (
+    Cost,
     Counters,
     EvalError,
     EventKind,
@@ -58,7 +59,7 @@ _COUNTERS_SQL = ", ".join(COUNTER_COLUMNS)
 RUN_COLUMNS = (
     "run_id, tenant, name, spec, state, cancel_requested, "
     f"{_COUNTERS_SQL}, created_at, started_at, finished_at, last_seq, terminal_seq, "
-    "request_id, request_hash"
+    "request_id, request_hash, cost_picousd, cost_tokens, cost_estimated, cancel_reason"
 )
 TASK_COLUMNS = (
     "t.task_id, t.run_id, t.ordinal, t.model_id, t.model, t.dataset_id, t.state, "
@@ -90,6 +91,8 @@ def run_from(row: tuple[Any, ...], oldest_seq: int) -> RunRow:
         oldest_seq=oldest_seq,
         request_id=row[11 + n],
         request_hash=row[12 + n],
+        cost=Cost(picousd=int(row[13 + n]), tokens=int(row[14 + n]), estimated=bool(row[15 + n])),
+        cancel_reason=row[16 + n],
     )
 
 
@@ -147,6 +150,12 @@ class CounterDeltas:
             bucket[source.value] -= n
             bucket[target.value] += n
 
+    def add_pending(self, run_id: str, task_id: str, n: int) -> None:
+        """New subtasks (a judge phase's), pending: ``total`` and ``pending`` grow."""
+        for bucket in (self.tasks[task_id], self.runs[run_id]):
+            bucket["total"] += n
+            bucket[SubtaskState.PENDING.value] += n
+
     def apply(self, conn: sqlite3.Connection) -> None:
         for table, key, changes in (
             ("tasks", "task_id", self.tasks),
@@ -195,8 +204,9 @@ def state_event(
     *,
     cancel_requested: bool = False,
     retried: int = 0,
+    cancel_reason: str | None = None,
 ) -> NewEvent:
-    body = RunStateChanged(state, previous, cancel_requested, retried)
+    body = RunStateChanged(state, previous, cancel_requested, retried, cancel_reason)
     return NewEvent(kind=EventKind.RUN_STATE, payload=to_jsonable(body), time=now)
 
 

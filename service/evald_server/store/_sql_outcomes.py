@@ -11,14 +11,19 @@ from collections.abc import Iterator, Sequence
 
 from evald_server.domain import (
     OUTCOME_TARGET,
+    Cost,
     Counters,
     EventKind,
     OutcomeKind,
+    RetryClass,
+    RetryCounts,
     RunState,
     SampleFailure,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
     effective_outcome,
+    judge_subtasks_due,
     spends_attempt,
     task_ready_for_scoring,
     to_jsonable,
@@ -100,7 +105,8 @@ def create_run(
         )
         conn.executemany(
             "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
-            "total, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "total, pending, judge_model_id, judge_rounds) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     t.task_id,
@@ -112,6 +118,8 @@ def create_run(
                     TaskState.PENDING.value,
                     t.record_count * run.repeat,
                     t.record_count * run.repeat,
+                    t.judge_model_id,
+                    t.judge_rounds,
                 )
                 for t in tasks
             ],
@@ -148,8 +156,16 @@ _UPDATE_OUTCOME = (
     "completion_tokens = COALESCE(?, completion_tokens), latency_s = COALESCE(?, latency_s), "
     "ttft_s = COALESCE(?, ttft_s), first_error = COALESCE(first_error, ?), "
     "last_error = COALESCE(?, last_error), top_logprobs = COALESCE(?, top_logprobs), "
-    "finish_reason = COALESCE(?, finish_reason) "
+    "finish_reason = COALESCE(?, finish_reason), "
+    "failed_rate_limited = failed_rate_limited + ?, failed_timeout = failed_timeout + ?, "
+    "failed_transient = failed_transient + ?, cost_picousd = COALESCE(?, cost_picousd), "
+    "cost_tokens = COALESCE(?, cost_tokens), cost_estimated = MAX(cost_estimated, ?), "
+    "verdict = COALESCE(?, verdict), cache_hit = ? "
     "WHERE row_id = ?"
+)
+_ADD_RUN_COST = (
+    "UPDATE runs SET cost_picousd = cost_picousd + ?, cost_tokens = cost_tokens + ?, "
+    "cost_estimated = MAX(cost_estimated, ?) WHERE run_id = ?"
 )
 
 
@@ -185,7 +201,9 @@ def complete(
         retries: list[RetryScheduled] = []
         completed: dict[str, int] = {}
         failures: list[SubtaskOutcome] = []
+        judged: list[SubtaskOutcome] = []
         updates = []
+        run_costs: dict[str, Cost] = {}
         for outcome in outcomes:
             if outcome.row_id not in owned:
                 continue  # taken back by a cancel or a restart: not ours any more
@@ -193,6 +211,10 @@ def complete(
             target = OUTCOME_TARGET[kind]
             spent = spends_attempt(kind, attempted=outcome.attempted)
             error = error_json(outcome.error)
+            failed = outcome.retry_class if spent else None
+            cost = outcome.cost if kind is OutcomeKind.SUCCEEDED else None
+            if cost is not None:
+                run_costs[outcome.run_id] = run_costs.get(outcome.run_id, Cost()) + cost
             updates.append(
                 (
                     _TARGET_VALUE[kind],
@@ -211,9 +233,19 @@ def complete(
                     error,
                     None if outcome.top_logprobs is None else dumps(outcome.top_logprobs),
                     outcome.finish_reason,
+                    int(failed is RetryClass.RATE_LIMITED),
+                    int(failed is RetryClass.TIMEOUT),
+                    int(failed is RetryClass.TRANSIENT),
+                    None if cost is None or not cost.priced else cost.picousd,
+                    None if cost is None else cost.tokens,
+                    int(cost is not None and cost.estimated),
+                    outcome.verdict,
+                    int(outcome.cache_hit and kind is OutcomeKind.SUCCEEDED),
                     outcome.row_id,
                 )
             )
+            if kind is OutcomeKind.SUCCEEDED and outcome.phase is SubtaskPhase.ANSWER:
+                judged.append(outcome)
             moved[outcome.run_id, outcome.task_id, target] += 1
             if target in _TERMINAL:
                 completed[outcome.run_id] = completed.get(outcome.run_id, 0) + 1
@@ -224,9 +256,14 @@ def complete(
             if kind is OutcomeKind.FAILED_PERMANENT and outcome.error is not None:
                 failures.append(outcome)
         conn.executemany(_UPDATE_OUTCOME, updates)
+        conn.executemany(
+            _ADD_RUN_COST,
+            [(c.picousd, c.tokens, int(c.estimated), r) for r, c in run_costs.items()],
+        )
         deltas = CounterDeltas()
         for (run_id, task_id, target), count in moved.items():
             deltas.move(run_id, task_id, _S.RUNNING, target, count)
+        judge_work = _create_judge_subtasks(conn, judged, cancelling, deltas, now)
         events = [(o.run_id, _failure_event(conn, o, now)) for o in failures]
         applied = len(updates)
         deltas.apply(conn)
@@ -240,19 +277,79 @@ def complete(
         retries=tuple(retries),
         completed_per_run=completed,
         events=tuple(appended),
+        judge_work=tuple(judge_work),
     )
+
+
+def _create_judge_subtasks(
+    conn: sqlite3.Connection,
+    answers: Sequence[SubtaskOutcome],
+    cancelling: set[str],
+    deltas: CounterDeltas,
+    now: float,
+) -> list[tuple[str, str]]:
+    """Insert the judge subtasks that the succeeded answers call for (pending, counted
+    in their task and run); returns the (run, judge model) pairs that got work."""
+    if not answers:
+        return []
+    task_ids = sorted({o.task_id for o in answers})
+    marks = ",".join("?" * len(task_ids))
+    judges = {
+        row[0]: (row[1], int(row[2]))
+        for row in conn.execute(
+            f"SELECT task_id, judge_model_id, judge_rounds FROM tasks WHERE task_id IN ({marks}) "
+            "AND judge_rounds > 0",
+            task_ids,
+        )
+    }
+    rows = []
+    for outcome in answers:
+        model_id, rounds = judges.get(outcome.task_id, (None, 0))
+        due = judge_subtasks_due(
+            outcome.kind, outcome.phase, rounds, cancel_requested=outcome.run_id in cancelling
+        )
+        for judge_round in range(due):
+            rows.append(
+                (
+                    outcome.run_id,
+                    outcome.task_id,
+                    model_id,
+                    outcome.record_idx,
+                    outcome.repeat_index,
+                    now,
+                    int(SubtaskPhase.JUDGE),
+                    outcome.row_id,
+                    judge_round,
+                )
+            )
+        if due:
+            deltas.add_pending(outcome.run_id, outcome.task_id, due)
+    conn.executemany(
+        "INSERT INTO subtasks (run_id, task_id, model_id, record_idx, repeat_index, state, "
+        "updated_at, phase, judged_row_id, judge_round) "
+        "VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        rows,
+    )
+    return sorted({(row[0], str(row[2])) for row in rows})
 
 
 def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float) -> NewEvent:
     assert outcome.error is not None
-    requests, record_id = conn.execute(
-        "SELECT s.requests, r.record_id FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+    requests, record_id, *failed = conn.execute(
+        "SELECT s.requests, r.record_id, s.failed_rate_limited, s.failed_timeout, "
+        "s.failed_transient FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
         "WHERE s.row_id = ?",
         (outcome.row_id,),
     ).fetchone()
     failure = SampleFailure(
-        subtask_id=subtask_public_id(outcome.task_id, outcome.record_idx, outcome.repeat_index),
+        subtask_id=subtask_public_id(
+            outcome.task_id,
+            outcome.record_idx,
+            outcome.repeat_index,
+            outcome.phase,
+            outcome.judge_round,
+        ),
         task_id=outcome.task_id,
         model_id=outcome.model_id,
         record_id=record_id,
@@ -260,6 +357,7 @@ def _failure_event(conn: sqlite3.Connection, outcome: SubtaskOutcome, now: float
         repeat_index=outcome.repeat_index,
         attempts=requests,
         error=outcome.error,
+        failures=RetryCounts(*failed),
     )
     return NewEvent(kind=EventKind.SAMPLE_FAILED, payload=to_jsonable(failure), time=now)
 

@@ -5,11 +5,12 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from evald_server.domain import Counters, EventKind, SubtaskState
+from evald_server.domain import Cost, Counters, EventKind, RetryCounts, SubtaskPhase, SubtaskState
 from evald_server.store._records import (
     COUNTER_COLUMNS,
     EventRow,
     Json,
+    JudgeVerdictRow,
     ProfileInputs,
     RunRow,
     SubtaskRow,
@@ -110,8 +111,19 @@ _SUBTASK_COLUMNS = (
     "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
     "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
     "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
-    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason"
+    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason, "
+    "s.failed_rate_limited, s.failed_timeout, s.failed_transient, s.cost_picousd, s.cost_tokens, "
+    "s.cost_estimated, s.phase, s.judge_round, s.verdict, s.judgement, s.cache_hit"
 )
+_COLUMN_COUNT = 36  # of _SUBTASK_COLUMNS; a cut output's full size follows them
+
+
+def _cost_from(pico: int | None, tokens: int | None, estimated: int) -> Cost | None:
+    if tokens is None:
+        return None  # no success yet (or stored before evald counted cost)
+    return Cost(
+        picousd=pico or 0, tokens=int(tokens), estimated=bool(estimated), priced=pico is not None
+    )
 
 
 def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
@@ -143,7 +155,14 @@ def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
         run_id=row[22],
         model_id=row[23],
         finish_reason=row[24],
-        output_bytes=row[25] if len(row) > 25 else None,
+        failures=RetryCounts(row[25], row[26], row[27]),
+        cost=_cost_from(row[28], row[29], row[30]),
+        phase=SubtaskPhase(row[31]),
+        judge_round=row[32],
+        verdict=row[33],
+        judgement=loads_json(row[34]),
+        cache_hit=bool(row[35]),
+        output_bytes=row[_COLUMN_COUNT] if len(row) > _COLUMN_COUNT else None,
     )
 
 
@@ -153,9 +172,13 @@ def task_subtasks(
     states: Sequence[SubtaskState],
     after_row: int,
     limit: int,
+    phase: SubtaskPhase = SubtaskPhase.ANSWER,
 ) -> list[SubtaskRow]:
-    """One page of a task's subtasks (all states when ``states`` is empty), in order."""
-    return _subtasks(conn, "s.task_id = ?", [task_id], states, after_row, limit)
+    """One page of a task's subtasks of one phase (all states when ``states`` is
+    empty), in order."""
+    return _subtasks(
+        conn, "s.task_id = ? AND s.phase = ?", [task_id, int(phase)], states, after_row, limit
+    )
 
 
 def run_subtasks(
@@ -166,13 +189,17 @@ def run_subtasks(
     after_row: int,
     limit: int,
     output_chars: int | None = None,
+    phase: SubtaskPhase = SubtaskPhase.ANSWER,
 ) -> list[SubtaskRow]:
-    """One page of a run's subtasks, optionally of one task, in run order; with
+    """One page of a run's subtasks of one phase, optionally of one task, in run order; with
     ``output_chars``, each output cut to that many characters inside SQLite (a huge
     answer never leaves the database whole) and its full byte size read beside it."""
-    where, params = "s.run_id = ?", [run_id]
+    where, params = "s.run_id = ? AND s.phase = ?", [run_id, int(phase)]
     if task_id is not None:
-        where, params = "s.run_id = ? AND s.task_id = ?", [run_id, task_id]
+        where, params = (
+            "s.run_id = ? AND s.task_id = ? AND s.phase = ?",
+            [run_id, task_id, int(phase)],
+        )
     return _subtasks(conn, where, params, states, after_row, limit, output_chars)
 
 
@@ -214,7 +241,7 @@ def task_outputs(
         "SELECT s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output, "
         "s.top_logprobs FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
-        "WHERE s.task_id = ? AND s.row_id > ? AND s.state = 'succeeded' "
+        "WHERE s.task_id = ? AND s.row_id > ? AND s.state = 'succeeded' AND s.phase = 0 "
         "ORDER BY s.row_id LIMIT ?",
         (task_id, after_row, limit),
     ).fetchall()
@@ -228,38 +255,52 @@ def task_outputs(
     return outputs
 
 
-def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
+def profile_inputs(
+    conn: sqlite3.Connection, task_id: str, phase: SubtaskPhase = SubtaskPhase.ANSWER
+) -> ProfileInputs:
+    """What one phase's ExecutionProfile is computed from (the answers', or the judge
+    calls')."""
     sums = conn.execute(
         "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(MAX(requests - 1, 0)), 0), "
         "COALESCE(SUM(rate_limited), 0), COALESCE(SUM(prompt_tokens), 0), "
-        "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0) "
-        "FROM subtasks WHERE task_id = ?",
-        (task_id,),
+        "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0), "
+        "COALESCE(SUM(cache_hit), 0) "
+        "FROM subtasks WHERE task_id = ? AND phase = ?",
+        (task_id, int(phase)),
     ).fetchone()
     timings = conn.execute(
-        "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = ? AND state = 'succeeded'",
-        (task_id,),
+        "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = ? AND phase = ? "
+        "AND state = 'succeeded' AND cache_hit = 0",
+        (task_id, int(phase)),
     ).fetchall()
     answers = conn.execute(
         "SELECT COALESCE(SUM(finish_reason = 'length'), 0), "
         "COALESCE(SUM(COALESCE(output, '') = ''), 0), "
-        "COALESCE(SUM(completion_tokens IS NULL), 0), "
+        "COALESCE(SUM(completion_tokens IS NULL AND cache_hit = 0), 0), "
         "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
         "THEN completion_tokens END), 0), "
         "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
         "AND completion_tokens IS NOT NULL THEN latency_s - ttft_s END), 0) "
-        "FROM subtasks WHERE task_id = ? AND state = 'succeeded'",
-        (task_id,),
+        "FROM subtasks WHERE task_id = ? AND phase = ? AND state = 'succeeded'",
+        (task_id, int(phase)),
     ).fetchone()
     task = get_task(conn, task_id)
     assert task is not None
+    cost = conn.execute(
+        "SELECT COALESCE(SUM(cost_picousd), 0), COALESCE(SUM(cost_tokens), 0), "
+        "COALESCE(MAX(cost_estimated), 0), COALESCE(SUM(cost_picousd IS NULL), 0) "
+        "FROM subtasks WHERE task_id = ? AND phase = ? AND state = 'succeeded' "
+        "AND cost_tokens IS NOT NULL",
+        (task_id, int(phase)),
+    ).fetchone()
     reasons = conn.execute(
         "SELECT json_extract(last_error, '$.reason') AS reason, COUNT(*) AS n FROM subtasks "
-        "WHERE task_id = ? AND state = 'failed_permanent' GROUP BY reason ORDER BY n DESC",
-        (task_id,),
+        "WHERE task_id = ? AND phase = ? AND state = 'failed_permanent' "
+        "GROUP BY reason ORDER BY n DESC",
+        (task_id, int(phase)),
     ).fetchall()
     return ProfileInputs(
-        counters=recount_task(conn, task_id),
+        counters=recount_task(conn, task_id, phase),
         requests=int(sums[0]),
         retries=int(sums[1]),
         rate_limited=int(sums[2]),
@@ -276,18 +317,44 @@ def profile_inputs(conn: sqlite3.Connection, task_id: str) -> ProfileInputs:
         usage_unknown=int(answers[2]),
         decode_tokens=int(answers[3]),
         decode_time_s=float(answers[4]),
+        cost=Cost(
+            picousd=int(cost[0]),
+            tokens=int(cost[1]),
+            estimated=bool(cost[2]),
+            priced=int(cost[3]) == 0,
+        ),
+        cache_hits=int(sums[6]),
     )
 
 
-def recount_task(conn: sqlite3.Connection, task_id: str) -> Counters:
-    """The task's counters recounted from its subtasks (the source of truth)."""
-    counts = dict(
-        conn.execute(
-            "SELECT state, COUNT(*) FROM subtasks WHERE task_id = ? GROUP BY state", (task_id,)
-        ).fetchall()
-    )
+def recount_task(
+    conn: sqlite3.Connection, task_id: str, phase: SubtaskPhase | None = None
+) -> Counters:
+    """The task's counters recounted from its subtasks (the source of truth): of every
+    phase, as the task's counters count them, or of one."""
+    sql = "SELECT state, COUNT(*) FROM subtasks WHERE task_id = ?"
+    params: list[Any] = [task_id]
+    if phase is not None:
+        sql += " AND phase = ?"
+        params.append(int(phase))
+    counts = dict(conn.execute(sql + " GROUP BY state", params).fetchall())
     values = {c: int(counts.get(c, 0)) for c in COUNTER_COLUMNS if c != "total"}
     return Counters(total=sum(values.values()), **values)
+
+
+def task_verdicts(
+    conn: sqlite3.Connection, task_id: str, after_row: int, limit: int
+) -> list[JudgeVerdictRow]:
+    """One page of a task's judge subtasks, in answer order then round."""
+    rows = conn.execute(
+        "SELECT row_id, judged_row_id, record_idx, judge_round, state, verdict, output, "
+        "json_extract(last_error, '$.reason') FROM subtasks "
+        "WHERE task_id = ? AND phase = 1 AND row_id > ? ORDER BY row_id LIMIT ?",
+        (task_id, after_row, limit),
+    ).fetchall()
+    return [
+        JudgeVerdictRow(r[0], r[1], r[2], r[3], SubtaskState(r[4]), r[5], r[6], r[7]) for r in rows
+    ]
 
 
 def read_results(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, Json]]:

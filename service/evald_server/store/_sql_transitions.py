@@ -33,11 +33,14 @@ from evald_server.store._sql_outcomes import finish_ready_tasks
 _S = SubtaskState
 
 
-def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -> TransitionReport:
+def cancel_run(
+    conn: sqlite3.Connection, run_id: str, now: float, retain: int, reason: str | None = None
+) -> TransitionReport:
     """Mark the run cancelled and cancel its pending and waiting subtasks.
 
-    Running subtasks stay with their owner, which aborts the calls and records them.
-    A run with nothing left to execute (only scoring remains) is not changed.
+    Running subtasks stay with their owner, which aborts the calls (or, for a
+    ``reason`` such as a budget, lets them finish) and records them. A run with
+    nothing left to execute (only scoring remains) is not changed.
     """
     with transaction(conn):
         row = conn.execute(
@@ -60,7 +63,11 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
                 f"WHERE run_id = ? AND state = '{state}'",
                 (now, run_id),
             )
-        conn.execute("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?", (run_id,))
+        conn.execute(
+            "UPDATE runs SET cancel_requested = 1, cancel_reason = COALESCE(cancel_reason, ?) "
+            "WHERE run_id = ?",
+            (reason, run_id),
+        )
         deltas = CounterDeltas()
         for task_id, state, count in groups:
             deltas.move(run_id, task_id, _S(state), _S.CANCELLED, count)
@@ -74,7 +81,15 @@ def cancel_run(conn: sqlite3.Connection, run_id: str, now: float, retain: int) -
             events = append_events(
                 conn,
                 run_id,
-                [state_event(RunState(row[0]), now, RunState(row[0]), cancel_requested=True)],
+                [
+                    state_event(
+                        RunState(row[0]),
+                        now,
+                        RunState(row[0]),
+                        cancel_requested=True,
+                        cancel_reason=reason,
+                    )
+                ],
                 retain,
             )
     return TransitionReport(
@@ -118,6 +133,7 @@ def retry_failed(
             return TransitionReport(changed=0, finished_tasks=(), events=())
         conn.executemany(
             "UPDATE subtasks SET state = 'pending', attempt = 0, next_attempt_at = NULL, "
+            "failed_rate_limited = 0, failed_timeout = 0, failed_transient = 0, "
             "updated_at = ? WHERE row_id = ?",
             [(now, r[0]) for r in rows],
         )
@@ -137,7 +153,7 @@ def retry_failed(
         )
         conn.execute(
             "UPDATE runs SET state = 'running', finished_at = NULL, terminal_seq = NULL, "
-            "cancel_requested = 0 WHERE run_id = ?",
+            "cancel_requested = 0, cancel_reason = NULL WHERE run_id = ?",
             (run_id,),
         )
         event = state_event(RunState.RUNNING, now, previous, retried=len(rows))
@@ -216,11 +232,14 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
             (finish.task_id, run_id, dumps(finish.result)),
         )
         conn.executemany(
-            "UPDATE subtasks SET scores = ?, correct = ? WHERE row_id = ?",
+            "UPDATE subtasks SET scores = ?, correct = ?, judgement = ? WHERE row_id = ?",
             (
                 (
-                    dumps({"scores": s.scores, "flags": list(s.flags)}),
+                    None
+                    if s.scores is None
+                    else dumps({"scores": s.scores, "flags": list(s.flags)}),
                     None if s.correct is None else int(s.correct),
+                    None if s.judgement is None else dumps(s.judgement),
                     s.row_id,
                 )
                 for s in finish.sample_scores
@@ -231,14 +250,21 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
         ]
         run_state = _run_state_if_done(conn, run_id)
         if run_state is not None:
-            previous = RunState(
-                conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-            )
+            previous_state, reason = conn.execute(
+                "SELECT state, cancel_reason FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
             conn.execute(
                 "UPDATE runs SET state = ?, finished_at = ? WHERE run_id = ?",
                 (run_state.value, finish.time, run_id),
             )
-            new_events.append(state_event(run_state, finish.time, previous))
+            new_events.append(
+                state_event(
+                    run_state,
+                    finish.time,
+                    RunState(previous_state),
+                    cancel_reason=reason if run_state is RunState.CANCELLED else None,
+                )
+            )
         events = append_events(conn, run_id, new_events, retain)
         if run_state is not None:
             conn.execute(

@@ -23,7 +23,16 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
-from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskState, TaskType
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    RunState,
+    SubtaskPhase,
+    SubtaskState,
+    TaskState,
+    TaskType,
+)
+from evald_server.store import _sql_cache as cache_sql
 from evald_server.store import _sql_claim as claim
 from evald_server.store import _sql_datasets as ds
 from evald_server.store import _sql_outcomes as outcomes_sql
@@ -32,6 +41,8 @@ from evald_server.store import _sql_transitions as transitions
 from evald_server.store._db_thread import DbThread
 from evald_server.store._errors import StoreError
 from evald_server.store._records import (
+    CachedAnswer,
+    CacheEntry,
     ChangeKind,
     Claim,
     CompletionReport,
@@ -39,6 +50,7 @@ from evald_server.store._records import (
     EventRow,
     FinishReport,
     Json,
+    JudgeVerdictRow,
     NewEvent,
     NewRun,
     NewTask,
@@ -261,8 +273,10 @@ class SqliteStore:
     async def requeue_running(self, *, owner: str | None, now: float) -> int:
         return await self._write(transitions.requeue_running, owner, now)
 
-    async def cancel_run(self, run_id: str, now: float) -> TransitionReport:
-        return await self._write(transitions.cancel_run, run_id, now, self._retain)
+    async def cancel_run(
+        self, run_id: str, now: float, *, reason: str | None = None
+    ) -> TransitionReport:
+        return await self._write(transitions.cancel_run, run_id, now, self._retain, reason)
 
     async def retry_failed(
         self,
@@ -300,9 +314,15 @@ class SqliteStore:
         return task is not None and task.state is TaskState.SCORING
 
     async def task_subtasks(
-        self, task_id: str, states: Sequence[SubtaskState], after_row: int, limit: int
+        self,
+        task_id: str,
+        states: Sequence[SubtaskState],
+        after_row: int,
+        limit: int,
+        *,
+        phase: SubtaskPhase = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
-        return await self._read(reads.task_subtasks, task_id, states, after_row, limit)
+        return await self._read(reads.task_subtasks, task_id, states, after_row, limit, phase)
 
     async def run_subtasks(
         self,
@@ -313,16 +333,24 @@ class SqliteStore:
         limit: int,
         *,
         output_chars: int | None = None,
+        phase: SubtaskPhase = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
         return await self._read(
-            reads.run_subtasks, run_id, task_id, states, after_row, limit, output_chars
+            reads.run_subtasks, run_id, task_id, states, after_row, limit, output_chars, phase
         )
 
     async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
         return await self._read(reads.task_outputs, task_id, after_row, limit)
 
-    async def profile_inputs(self, task_id: str) -> ProfileInputs:
-        return await self._read(reads.profile_inputs, task_id)
+    async def profile_inputs(
+        self, task_id: str, *, phase: SubtaskPhase = SubtaskPhase.ANSWER
+    ) -> ProfileInputs:
+        return await self._read(reads.profile_inputs, task_id, phase)
+
+    async def task_verdicts(
+        self, task_id: str, after_row: int, limit: int
+    ) -> list[JudgeVerdictRow]:
+        return await self._read(reads.task_verdicts, task_id, after_row, limit)
 
     async def finish_task(self, finish: TaskFinish) -> FinishReport:
         return await self._write(transitions.finish_task, finish, self._retain)
@@ -335,6 +363,20 @@ class SqliteStore:
 
     async def state_counts(self) -> StateCounts:
         return await self._read(state_counts)
+
+    # The response cache.
+    async def cache_lookup(
+        self, scope: str, keys: Sequence[str], now: float, ttl_s: float
+    ) -> dict[str, CachedAnswer]:
+        return await self._write(cache_sql.cache_lookup, scope, keys, now, ttl_s)
+
+    async def cache_put(
+        self, entries: Sequence[CacheEntry], now: float, *, ttl_s: float, max_entries: int
+    ) -> int:
+        return await self._write(cache_sql.cache_put, entries, now, ttl_s, max_entries)
+
+    async def cache_size(self) -> int:
+        return await self._read(cache_sql.cache_size)
 
     # Events.
     async def append_events(

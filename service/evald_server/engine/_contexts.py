@@ -1,0 +1,53 @@
+"""The loaded context of every live task, shared by the engine and the dispatcher.
+
+The engine loads a run's task contexts when the run is registered and drops them when
+it ends; the dispatcher reads one on every call (``[context_key(task_id, phase)]``: a
+judged task's judge phase has a context of its own), and the committer's callback asks
+which run a finished task belongs to. One owner, so that loading and forgetting cannot
+drift apart (a run's task list and its contexts go together).
+"""
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from evald_server.domain import SubtaskPhase
+from evald_server.engine._executor import TaskContext, context_key
+
+
+class TaskContexts(Mapping[str, TaskContext]):
+    def __init__(self) -> None:
+        self._by_key: dict[str, TaskContext] = {}
+        self._by_run: dict[str, list[str]] = {}
+
+    def load(self, run_id: str, contexts: Iterable[TaskContext]) -> None:
+        """Every task of the run (again, on a retry: the contexts are rebuilt)."""
+        keys = []
+        for ctx in contexts:
+            phase = SubtaskPhase.ANSWER if ctx.judge is None else SubtaskPhase.JUDGE
+            key = context_key(ctx.task_id, phase)
+            self._by_key[key] = ctx
+            keys.append(key)
+        self._by_run[run_id] = keys
+
+    def __getitem__(self, key: str) -> TaskContext:
+        return self._by_key[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_key)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def run_of(self, task_id: str) -> str | None:
+        ctx = self._by_key.get(task_id)
+        return None if ctx is None else ctx.run_id
+
+    def run_models(self, run_id: str) -> list[str] | None:
+        """The models a loaded run calls (judges included); None for a run not loaded."""
+        keys = self._by_run.get(run_id)
+        if keys is None:
+            return None
+        return sorted({self._by_key[k].model_id for k in keys if k in self._by_key})
+
+    def forget_run(self, run_id: str) -> None:
+        for key in self._by_run.pop(run_id, ()):
+            self._by_key.pop(key, None)

@@ -1,0 +1,89 @@
+"""Incremental scoring in the engine: a task is scored page by page in the scoring
+workers as its outcomes commit, and its stored result and per-sample scores are those
+the whole-task path computes from the store; when a page was scored against labels
+that the task's final set differs from, the task is scored whole instead."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
+from evald_server.domain import TaskType
+from evald_server.engine import TaskEvaluation
+from evald_server.engine._task_scoring import StoredSamples
+from evald_server.scoring import ScoreReport, ScoringPool
+from tests._shared import simulated_model
+from tests.engine._support import TENANT, make_config, wait_until_finished
+
+pytestmark = pytest.mark.anyio
+RESAMPLES = 200
+PAGE = 64
+
+
+def _jsonl(records: int, *, late_label: bool) -> bytes:
+    """No choices: the label set is the gold labels (the last record's may be new)."""
+    lines = []
+    for i in range(records):
+        label = "odd" if late_label and i == records - 1 else ("pos" if i % 3 else "neg")
+        lines.append(json.dumps({"id": f"r{i}", "input": f"review {i}", "label": label}))
+    return ("\n".join(lines) + "\n").encode()
+
+
+Outcome = tuple[ScoreReport, ScoreReport, dict[str, dict[str, float] | None], int, int]
+
+
+async def _scored_run(tmp_path: Path, *, late_label: bool) -> Outcome:
+    """The stored report, the whole-task report, the stored scores, pages, fallbacks."""
+    config = make_config(
+        tmp_path,
+        [simulated_model("sim", latency_ms=10, max_concurrency=8, accuracy=0.7)],
+        engine={"score_page_size": PAGE},
+    )
+    pool = ScoringPool(1, resamples=RESAMPLES)
+    try:
+        # A worker already started, as in a long-lived server: pages go out while the
+        # run's inference goes on.
+        await pool.score(TaskType.CLASSIFICATION, [], seed=0, timeout_s=120)
+        async with Evald.open(config, scoring=pool) as app:
+            header = DatasetHeader("d", "1.0.0", TaskType.CLASSIFICATION)
+            await app.datasets.upload(TENANT, header, [_jsonl(300, late_label=late_label)])
+            spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),), repeat=2)
+            run = await app.runs.create(TENANT, spec)
+            await wait_until_finished(app, run.run_id)
+            store = app.engine.store
+            (task,) = await store.get_tasks(run.run_id)
+            ((_, stored),) = await store.read_results(run.run_id)
+            kept = TaskEvaluation.from_json(stored).report
+            assert kept is not None
+            whole = await pool.score(
+                TaskType.CLASSIFICATION,
+                StoredSamples(store, task.task_id),
+                seed=spec.seed,
+                timeout_s=60,
+            )
+            rows = await store.run_subtasks(run.run_id, task.task_id, (), 0, 1000)
+            scores = {str(r.row_id): r.scores for r in rows}
+            pages = app.engine.pages
+            assert pages is not None
+            return kept, whole, scores, pages.pages_scored, pages.fallbacks
+    finally:
+        pool.close()
+
+
+async def test_a_task_scored_page_by_page_keeps_the_whole_task_result(tmp_path: Path) -> None:
+    kept, whole, scores, pages_scored, fallbacks = await _scored_run(tmp_path, late_label=False)
+    assert pages_scored >= 1  # the rest is scored as one last page with the aggregation
+    assert fallbacks == 0
+    assert kept == dataclasses.replace(whole, sample_scores=[])
+    assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}
+
+
+async def test_a_label_seen_only_at_the_end_scores_the_task_whole(tmp_path: Path) -> None:
+    kept, whole, scores, pages_scored, fallbacks = await _scored_run(tmp_path, late_label=True)
+    assert pages_scored > 0
+    assert fallbacks == 1
+    assert "odd" in kept.payload.labels  # type: ignore[union-attr]
+    assert kept == dataclasses.replace(whole, sample_scores=[])
+    assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}
