@@ -17,15 +17,13 @@ import pytest
 
 ADMIN_URL = os.environ.get("EVALD_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
-TABLES = "replicas, results, events, subtasks, tasks, runs, dataset_records, datasets"
-
 
 def _with_database(url: str, database: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, ""))
 
 
-def _admin(sql: str) -> None:
+def admin_sql(sql: str) -> None:
     """Run ``sql`` on the admin database, on a thread of its own (a session fixture may
     be set up from inside a running event loop)."""
 
@@ -45,7 +43,7 @@ def pg_url() -> Iterator[str]:
     """The URL of this session's own, empty database."""
     name = f"evald_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
-        _admin(f'CREATE DATABASE "{name}"')
+        admin_sql(f'CREATE DATABASE "{name}"')
     except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
         reason = f"PostgreSQL not reachable at {ADMIN_URL} ({type(exc).__name__}: {exc})"
         if os.environ.get("CI") == "true":
@@ -54,14 +52,21 @@ def pg_url() -> Iterator[str]:
     try:
         yield _with_database(ADMIN_URL, name)
     finally:
-        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def empty(url: str) -> None:
     """Empty every evald table of the database (one that was never migrated is empty)."""
     conn = await asyncpg.connect(url, timeout=5)
     try:
-        if await conn.fetchval("SELECT to_regclass('subtasks') IS NOT NULL"):
-            await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+        # Every table the migrations made (a table a later migration adds included),
+        # but the schema version itself.
+        tables = await conn.fetch(
+            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename <> 'schema_version' ORDER BY tablename"
+        )
+        if tables:
+            names = ", ".join(t[0] for t in tables)
+            await conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
     finally:
         await conn.close()

@@ -14,8 +14,17 @@ import asyncpg
 import psycopg
 import pytest
 
-from evald_server.domain import EventKind, OutcomeKind, TaskState, TaskType
+from evald_server.domain import (
+    Cost,
+    EventKind,
+    OutcomeKind,
+    RetryCounts,
+    SubtaskPhase,
+    TaskState,
+    TaskType,
+)
 from evald_server.store import (
+    CALLS_FINISH,
     ChangeKind,
     DatasetRow,
     LiveRunLimitReached,
@@ -25,9 +34,9 @@ from evald_server.store import (
     StoreError,
     TaskFinish,
 )
-from evald_server.store._pg_schema import LATEST_VERSION
+from evald_server.store._pg_schema import LATEST_VERSION, migrate
 from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
-from tests._postgres import empty, pg_url
+from tests._postgres import admin_sql, empty, pg_url
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
@@ -225,6 +234,41 @@ async def test_the_change_feed_tells_another_replica_what_to_act_on(replicas: Op
     assert kinds[ChangeKind.EVENTS].detail == str(cancelled.last_seq)
 
 
+async def test_a_budgets_cancel_tells_the_other_replicas_to_let_calls_finish(
+    replicas: Open,
+) -> None:
+    a, b = await replicas(), await replicas()
+    ds = await add_dataset(a, records=2)
+    spent = await add_run(a, [ds], run_id="run_spent")
+    stopped = await add_run(a, [ds], run_id="run_stopped")
+    await _next_changes(b, 4)
+    await a.cancel_run(spent.run_id, time.time(), reason="cost budget reached")
+    await a.cancel_run(stopped.run_id, time.time())
+    changes = await _next_changes(b, 4)
+    cancels = {c.run_id: c.detail for c in changes if c.kind is ChangeKind.CANCEL}
+    assert cancels == {spent.run_id: CALLS_FINISH, stopped.run_id: ""}
+    row = await b.get_run(spent.run_id)
+    assert row is not None
+    assert row.cancel_reason == "cost budget reached"
+
+
+async def test_judge_work_an_answer_creates_is_announced_to_the_other_replicas(
+    replicas: Open,
+) -> None:
+    a, b = await replicas(), await replicas()
+    ds = await add_dataset(a, records=1)
+    run = await add_run(a, [ds], judge=("judge", 2))
+    await _next_changes(b, 2)  # the new run's work and its first event
+    (item,) = (await a.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
+    await _next_changes(b, 1)  # the run started
+    report = await a.complete([outcome(item, OutcomeKind.SUCCEEDED, output="x")], time.time())
+    assert report.judge_work == ((run.run_id, "judge"),)
+    (change,) = await _next_changes(b, 1)
+    assert (change.kind, change.run_id) == (ChangeKind.WORK, run.run_id)
+    judges = (await b.claim_ready(run.run_id, "judge", 5, time.time())).subtasks
+    assert [(j.judge_round, j.answer) for j in judges] == [(0, "x"), (1, "x")]
+
+
 async def test_a_replica_hears_nothing_of_its_own_changes(replicas: Open) -> None:
     a = await replicas()
     ds = await add_dataset(a, records=2)
@@ -251,6 +295,80 @@ async def test_a_database_from_a_newer_evald_is_refused(replicas: Open, pg_url: 
             await replicas()
     finally:
         await conn.execute("UPDATE schema_version SET version = $1", LATEST_VERSION)
+        await conn.close()
+
+
+@pytest.fixture
+def other_database(pg_url: str) -> Iterator[str]:
+    """A second, empty database beside the session's (dropped at the end)."""
+    name = f"{pg_url.rsplit('/', 1)[1]}_b"
+    admin_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_a_version_1_database_is_migrated_and_its_work_goes_on(
+    other_database: str,
+) -> None:
+    """A database written before rate control and the judge phase (schema 1): its rows
+    read back with no cost, no failures per class and in the answer phase, and its
+    pending work is claimed and finished with the new columns."""
+    conn = await asyncpg.connect(other_database)
+    try:
+        assert await migrate(conn, target=1) == 0
+        now = time.time()
+        await conn.execute(
+            "INSERT INTO datasets (dataset_id, tenant, name, benchmark_version, task_type, "
+            "sha256, record_count, created_at) "
+            "VALUES ('ds', 't1', 'ds', '1.0.0', 'classification', $1, 1, $2)",
+            "0" * 64,
+            now,
+        )
+        await conn.execute(
+            "INSERT INTO dataset_records (dataset_id, idx, record_id, fields) "
+            "VALUES ('ds', 0, 'r0', '{\"text\": \"x\"}')"
+        )
+        await conn.execute(
+            "INSERT INTO runs (run_id, tenant, name, spec, state, total, pending, created_at) "
+            "VALUES ('run_1', 't1', 'old', '{}', 'pending', 1, 1, $1)",
+            now,
+        )
+        await conn.execute(
+            "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
+            "total, pending) VALUES ('t0', 'run_1', 0, 'm1', '{}', 'ds', 'pending', 1, 1)"
+        )
+        await conn.execute(
+            "INSERT INTO subtasks (run_id, task_id, model_id, record_idx, repeat_index, state, "
+            "updated_at) VALUES ('run_1', 't0', 'm1', 0, 0, 'pending', $1)",
+            now,
+        )
+    finally:
+        await conn.close()
+    store = await PostgresStore.open(other_database, pool_size=2)
+    try:
+        run = await store.get_run("run_1")
+        assert run is not None
+        assert (run.cost, run.cancel_reason) == (Cost(), None)
+        (item,) = (await store.claim_ready("run_1", "m1", 5, time.time())).subtasks
+        assert (item.failures, item.phase, item.answer) == (
+            RetryCounts(),
+            SubtaskPhase.ANSWER,
+            None,
+        )
+        cost = Cost(picousd=5, tokens=3)
+        await store.complete([outcome(item, OutcomeKind.SUCCEEDED, output="a", cost=cost)], now)
+        run = await store.get_run("run_1")
+        assert run is not None
+        assert run.cost == cost
+        assert await store.cache_size() == 0
+    finally:
+        await store.close()
+    conn = await asyncpg.connect(other_database)
+    try:
+        assert await conn.fetchval("SELECT version FROM schema_version") == LATEST_VERSION
+    finally:
         await conn.close()
 
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub
 from evald_server.engine._task_scoring import TaskScorer
-from evald_server.store import ChangeKind, Store, StoreChange
+from evald_server.store import CALLS_FINISH, ChangeKind, Store, StoreChange
 
 _log = logging.getLogger(__name__)
 
@@ -60,7 +60,9 @@ class StoreChanges:
                 self._dispatcher.add_work(run_id, models)
         elif kind is ChangeKind.CANCEL:
             if self._run_models(run_id) is not None:
-                await self._dispatcher.cancel_run(run_id)
+                # A budget's cancel lets the calls in flight finish, everywhere.
+                abort = change.detail != CALLS_FINISH
+                await self._dispatcher.cancel_run(run_id, abort_calls=abort)
         elif kind is ChangeKind.FINISHED:
             if self._run_models(run_id) is not None:
                 self._forget_run(run_id)

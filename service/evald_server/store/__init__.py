@@ -6,6 +6,7 @@ from evald_server.store._errors import LiveRunLimitReached, StoreError
 from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
+    CALLS_FINISH,
     CachedAnswer,
     CacheEntry,
     ChangeKind,
@@ -40,6 +41,7 @@ from evald_server.store._sqlite import SqliteStore
 from evald_server.store._store_file import StoreLocked, StoreLost
 
 __all__ = [
+    "CALLS_FINISH",
     "LATEST_VERSION",
     "STORE_OPENERS",
     "CacheEntry",

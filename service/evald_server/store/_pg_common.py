@@ -30,6 +30,7 @@ FINISHED = "finished"
 SCORING = "scoring"  # detail: a task id whose scoring job is free to claim
 
 _STATES = [c for c in COUNTER_COLUMNS if c != "total"]
+_COUNTED = ["total", *_STATES]  # total moves only when subtasks are added (judge rows)
 
 
 def notice(kind: str, origin: str, run_id: str, detail: str = "") -> str:
@@ -54,7 +55,7 @@ async def lock_runs(conn: asyncpg.Connection, run_ids: Iterable[str]) -> dict[st
 
 _TASK_COUNTERS = (
     "UPDATE tasks SET "
-    + ", ".join(f"{c} = {c} + ${i}" for i, c in enumerate(_STATES, start=2))
+    + ", ".join(f"{c} = {c} + ${i}" for i, c in enumerate(_COUNTED, start=2))
     + " WHERE task_id = $1"
 )
 _RUN_COUNTERS = _TASK_COUNTERS.replace("UPDATE tasks", "UPDATE runs").replace(
@@ -66,7 +67,7 @@ async def apply_deltas(conn: asyncpg.Connection, deltas: CounterDeltas) -> None:
     """The counter moves, in key order, one pipelined statement per table."""
     for sql, changes in ((_TASK_COUNTERS, deltas.tasks), (_RUN_COUNTERS, deltas.runs)):
         rows = [
-            (key, *(changes[key].get(state, 0) for state in _STATES))
+            (key, *(changes[key].get(column, 0) for column in _COUNTED))
             for key in sorted(changes)
             if any(changes[key].values())
         ]

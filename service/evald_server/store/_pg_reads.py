@@ -6,13 +6,14 @@ from typing import Any
 
 import asyncpg
 
-from evald_server.domain import Counters, EventKind, SubtaskState, TaskType
+from evald_server.domain import Cost, Counters, EventKind, SubtaskPhase, SubtaskState, TaskType
 from evald_server.store._pg_common import run_with_oldest
 from evald_server.store._records import (
     COUNTER_COLUMNS,
     DatasetRow,
     EventRow,
     Json,
+    JudgeVerdictRow,
     ProfileInputs,
     RecordRow,
     RunRow,
@@ -24,7 +25,7 @@ from evald_server.store._records import (
 from evald_server.store._sql_common import RUN_COLUMNS, TASK_COLUMNS, TASKS_FROM, dumps, task_from
 from evald_server.store._sql_datasets import _COLUMNS as DATASET_COLUMNS
 from evald_server.store._sql_datasets import _dataset_from
-from evald_server.store._sql_reads import _subtask_from
+from evald_server.store._sql_reads import _SUBTASK_COLUMNS, _subtask_from
 
 _OLDEST = "(SELECT MIN(seq) FROM events e WHERE e.run_id = r.run_id)"
 
@@ -217,13 +218,6 @@ async def read_events(
 
 # Subtasks, scoring inputs, results ------------------------------------------------------
 
-_SUBTASK_COLUMNS = (
-    "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
-    "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
-    "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
-    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason"
-)
-
 
 async def subtasks(
     conn: asyncpg.Connection,
@@ -260,7 +254,7 @@ async def task_outputs(
         "SELECT s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output, "
         "s.top_logprobs FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
-        "WHERE s.task_id = $1 AND s.row_id > $2 AND s.state = 'succeeded' "
+        "WHERE s.task_id = $1 AND s.row_id > $2 AND s.state = 'succeeded' AND s.phase = 0 "
         "ORDER BY s.row_id LIMIT $3",
         task_id,
         after_row,
@@ -276,40 +270,58 @@ async def task_outputs(
     return outputs
 
 
-async def profile_inputs(conn: asyncpg.Connection, task_id: str) -> ProfileInputs:
+async def profile_inputs(
+    conn: asyncpg.Connection, task_id: str, phase: SubtaskPhase = SubtaskPhase.ANSWER
+) -> ProfileInputs:
+    """What one phase's ExecutionProfile is computed from (the answers', or the judge
+    calls'); cache hits made no call, so they have no latency and no unknown usage."""
+    p = int(phase)
     sums = await conn.fetchrow(
         "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(GREATEST(requests - 1, 0)), 0), "
         "COALESCE(SUM(rate_limited), 0), COALESCE(SUM(prompt_tokens), 0), "
-        "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0) "
-        "FROM subtasks WHERE task_id = $1",
+        "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0), "
+        "COALESCE(SUM(cache_hit::int), 0) "
+        "FROM subtasks WHERE task_id = $1 AND phase = $2",
         task_id,
+        p,
     )
     timings = await conn.fetch(
-        "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = $1 AND state = 'succeeded' "
-        "ORDER BY row_id",
+        "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = $1 AND phase = $2 "
+        "AND state = 'succeeded' AND NOT cache_hit ORDER BY row_id",
         task_id,
+        p,
     )
     answers = await conn.fetchrow(
         "SELECT COALESCE(SUM((finish_reason = 'length')::int), 0), "
         "COALESCE(SUM((COALESCE(output, '') = '')::int), 0), "
-        "COALESCE(SUM((completion_tokens IS NULL)::int), 0), "
+        "COALESCE(SUM((completion_tokens IS NULL AND NOT cache_hit)::int), 0), "
         "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
         "THEN completion_tokens END), 0), "
         "COALESCE(SUM(CASE WHEN ttft_s IS NOT NULL AND latency_s > ttft_s "
         "AND completion_tokens IS NOT NULL THEN latency_s - ttft_s END), 0) "
-        "FROM subtasks WHERE task_id = $1 AND state = 'succeeded'",
+        "FROM subtasks WHERE task_id = $1 AND phase = $2 AND state = 'succeeded'",
         task_id,
+        p,
     )
     task = await get_task(conn, task_id)
     assert task is not None
+    cost = await conn.fetchrow(
+        "SELECT COALESCE(SUM(cost_picousd), 0), COALESCE(SUM(cost_tokens), 0), "
+        "COALESCE(BOOL_OR(cost_estimated), FALSE), COUNT(*) FILTER (WHERE cost_picousd IS NULL) "
+        "FROM subtasks WHERE task_id = $1 AND phase = $2 AND state = 'succeeded' "
+        "AND cost_tokens IS NOT NULL",
+        task_id,
+        p,
+    )
     reasons = await conn.fetch(
         "SELECT (last_error::json ->> 'reason') AS reason, COUNT(*) AS n FROM subtasks "
-        "WHERE task_id = $1 AND state = 'failed_permanent' GROUP BY reason "
+        "WHERE task_id = $1 AND phase = $2 AND state = 'failed_permanent' GROUP BY reason "
         "ORDER BY n DESC, reason",
         task_id,
+        p,
     )
     return ProfileInputs(
-        counters=await recount_task(conn, task_id),
+        counters=await recount_task(conn, task_id, phase),
         requests=int(sums[0]),
         retries=int(sums[1]),
         rate_limited=int(sums[2]),
@@ -326,17 +338,47 @@ async def profile_inputs(conn: asyncpg.Connection, task_id: str) -> ProfileInput
         usage_unknown=int(answers[2]),
         decode_tokens=int(answers[3]),
         decode_time_s=float(answers[4]),
+        cost=Cost(
+            picousd=int(cost[0]),
+            tokens=int(cost[1]),
+            estimated=bool(cost[2]),
+            priced=int(cost[3]) == 0,
+        ),
+        cache_hits=int(sums[6]),
     )
 
 
-async def recount_task(conn: asyncpg.Connection, task_id: str) -> Counters:
-    """The task's counters recounted from its subtasks (the source of truth)."""
-    rows = await conn.fetch(
-        "SELECT state, COUNT(*) FROM subtasks WHERE task_id = $1 GROUP BY state", task_id
-    )
+async def recount_task(
+    conn: asyncpg.Connection, task_id: str, phase: SubtaskPhase | None = None
+) -> Counters:
+    """The task's counters recounted from its subtasks (the source of truth): of every
+    phase, as the task's counters count them, or of one."""
+    sql = "SELECT state, COUNT(*) FROM subtasks WHERE task_id = $1"
+    params: list[Any] = [task_id]
+    if phase is not None:
+        sql += " AND phase = $2"
+        params.append(int(phase))
+    rows = await conn.fetch(sql + " GROUP BY state", *params)
     counts = {r[0]: int(r[1]) for r in rows}
     values = {c: counts.get(c, 0) for c in COUNTER_COLUMNS if c != "total"}
     return Counters(total=sum(values.values()), **values)
+
+
+async def task_verdicts(
+    conn: asyncpg.Connection, task_id: str, after_row: int, limit: int
+) -> list[JudgeVerdictRow]:
+    """One page of a task's judge subtasks, in answer order then round."""
+    rows = await conn.fetch(
+        "SELECT row_id, judged_row_id, record_idx, judge_round, state, verdict, output, "
+        "(last_error::json ->> 'reason') FROM subtasks "
+        "WHERE task_id = $1 AND phase = 1 AND row_id > $2 ORDER BY row_id LIMIT $3",
+        task_id,
+        after_row,
+        limit,
+    )
+    return [
+        JudgeVerdictRow(r[0], r[1], r[2], r[3], SubtaskState(r[4]), r[5], r[6], r[7]) for r in rows
+    ]
 
 
 async def read_results(conn: asyncpg.Connection, run_id: str) -> list[tuple[str, Json]]:

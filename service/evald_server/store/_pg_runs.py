@@ -35,6 +35,7 @@ from evald_server.store._pg_common import (
 )
 from evald_server.store._pg_work import finish_ready_tasks
 from evald_server.store._records import (
+    CALLS_FINISH,
     COUNTER_COLUMNS,
     FinishReport,
     NewEvent,
@@ -102,7 +103,8 @@ async def create_run(
         )
         await conn.executemany(
             "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
-            "total, pending) VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7)",
+            "total, pending, judge_model_id, judge_rounds) "
+            "VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $8, $9)",
             [
                 (
                     t.task_id,
@@ -112,6 +114,8 @@ async def create_run(
                     dumps(t.model),
                     t.dataset_id,
                     t.record_count * run.repeat,
+                    t.judge_model_id,
+                    t.judge_rounds,
                 )
                 for t in tasks
             ],
@@ -155,10 +159,16 @@ def _subtask_rows(
 
 
 async def cancel_run(
-    conn: asyncpg.Connection, run_id: str, now: float, retain: int, origin: str
+    conn: asyncpg.Connection,
+    run_id: str,
+    now: float,
+    retain: int,
+    origin: str,
+    reason: str | None = None,
 ) -> TransitionReport:
     """Mark the run cancelled and cancel its pending and waiting subtasks; every replica
-    is told, so the one running its calls aborts them."""
+    is told, so the one running its calls aborts them (or, for a ``reason`` such as a
+    budget, lets them finish). The first reason given is kept."""
     async with conn.transaction():
         await lock_runs(conn, [run_id])
         row = await conn.fetchrow(
@@ -180,16 +190,23 @@ async def cancel_run(
                 state.value,
             )
             changed += count_moves(deltas, run_id, (r[0] for r in moved), state, _S.CANCELLED)
-        await conn.execute("UPDATE runs SET cancel_requested = TRUE WHERE run_id = $1", run_id)
+        await conn.execute(
+            "UPDATE runs SET cancel_requested = TRUE, cancel_reason = COALESCE(cancel_reason, $2) "
+            "WHERE run_id = $1",
+            run_id,
+            reason,
+        )
         await apply_deltas(conn, deltas)
         task_ids = [r[0] for r in await conn.fetch(_TASKS_OF_RUN, run_id)]
         finished = await finish_ready_tasks(conn, task_ids, now)
         events = []
         if not already:
             run_state = RunState(row[0])
-            event = state_event(run_state, now, run_state, cancel_requested=True)
+            event = state_event(
+                run_state, now, run_state, cancel_requested=True, cancel_reason=reason
+            )
             events = await append_events(conn, run_id, [event], retain, origin)
-        await notify(conn, [notice(CANCEL, origin, run_id)])
+        await notify(conn, [notice(CANCEL, origin, run_id, "" if reason is None else CALLS_FINISH)])
     return TransitionReport(changed=changed, finished_tasks=tuple(finished), events=tuple(events))
 
 
@@ -215,6 +232,7 @@ async def retry_failed(
             return _NOTHING
         sql = (
             "UPDATE subtasks s SET state = 'pending', attempt = 0, next_attempt_at = NULL, "
+            "failed_rate_limited = 0, failed_timeout = 0, failed_transient = 0, "
             "updated_at = $2 FROM subtasks old WHERE old.row_id = s.row_id "
             "AND s.run_id = $1 AND s.state = ANY($3::text[])"
         )
@@ -245,7 +263,7 @@ async def retry_failed(
         previous = RunState(runs[run_id]["state"])
         await conn.execute(
             "UPDATE runs SET state = 'running', finished_at = NULL, terminal_seq = NULL, "
-            "cancel_requested = FALSE WHERE run_id = $1",
+            "cancel_requested = FALSE, cancel_reason = NULL WHERE run_id = $1",
             run_id,
         )
         event = state_event(RunState.RUNNING, now, previous, retried=len(rows))
@@ -373,14 +391,16 @@ async def finish_task(
         scores = [
             (
                 s.row_id,
-                dumps({"scores": s.scores, "flags": list(s.flags)}),
+                None if s.scores is None else dumps({"scores": s.scores, "flags": list(s.flags)}),
                 s.correct,
+                None if s.judgement is None else dumps(s.judgement),
             )
             for s in finish.sample_scores
         ]
         if scores:
             await conn.executemany(
-                "UPDATE subtasks SET scores = $2, correct = $3 WHERE row_id = $1", scores
+                "UPDATE subtasks SET scores = $2, correct = $3, judgement = $4 WHERE row_id = $1",
+                scores,
             )
         new_events = [
             NewEvent(kind=EventKind.TASK_SCORED, payload=finish.event_payload, time=finish.time)
@@ -398,7 +418,15 @@ async def finish_task(
                 run_state.value,
                 finish.time,
             )
-            new_events.append(state_event(run_state, finish.time, RunState(previous["state"])))
+            reason = await conn.fetchval("SELECT cancel_reason FROM runs WHERE run_id = $1", run_id)
+            new_events.append(
+                state_event(
+                    run_state,
+                    finish.time,
+                    RunState(previous["state"]),
+                    cancel_reason=reason if run_state is RunState.CANCELLED else None,
+                )
+            )
         events = await append_events(conn, run_id, new_events, retain, owner)
         if run_state is not None:
             await conn.execute(

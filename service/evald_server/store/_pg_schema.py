@@ -166,7 +166,48 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+# Version 2: SQLite's versions 5 and 6 — rate control and cost (a subtask's failed
+# attempts per retry class, its cost; a run's cost totals and why the server cancelled
+# it) and model-graded scoring with the response cache (a judge phase of subtask rows
+# grading the answer in ``judged_row_id``, a task's judge model and rounds, the cache).
+_V2 = (
+    "ALTER TABLE subtasks ADD COLUMN failed_rate_limited INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN failed_timeout INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN failed_transient INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN cost_picousd BIGINT",
+    "ALTER TABLE subtasks ADD COLUMN cost_tokens BIGINT",
+    "ALTER TABLE subtasks ADD COLUMN cost_estimated BOOLEAN NOT NULL DEFAULT FALSE",
+    "ALTER TABLE runs ADD COLUMN cost_picousd BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_tokens BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN cost_estimated BOOLEAN NOT NULL DEFAULT FALSE",
+    "ALTER TABLE runs ADD COLUMN cancel_reason TEXT",
+    "ALTER TABLE subtasks ADD COLUMN phase INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN judged_row_id BIGINT",
+    "ALTER TABLE subtasks ADD COLUMN judge_round INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE subtasks ADD COLUMN verdict DOUBLE PRECISION",
+    "ALTER TABLE subtasks ADD COLUMN judgement TEXT",
+    "ALTER TABLE subtasks ADD COLUMN cache_hit BOOLEAN NOT NULL DEFAULT FALSE",
+    "ALTER TABLE tasks ADD COLUMN judge_model_id TEXT",
+    "ALTER TABLE tasks ADD COLUMN judge_rounds INTEGER NOT NULL DEFAULT 0",
+    """CREATE INDEX subtasks_judged ON subtasks (judged_row_id, judge_round)
+        WHERE judged_row_id IS NOT NULL""",
+    """CREATE TABLE response_cache (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        output TEXT NOT NULL,
+        finish_reason TEXT NOT NULL,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        created_at DOUBLE PRECISION NOT NULL,
+        used_at DOUBLE PRECISION NOT NULL,
+        hits BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, key)
+    )""",
+    "CREATE INDEX response_cache_created ON response_cache (created_at)",
+    "CREATE INDEX response_cache_used ON response_cache (used_at)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 LATEST_VERSION = len(MIGRATIONS)
 
 _MIGRATION_LOCK = 0x65766164  # "evad": one advisory lock id for every replica's migration

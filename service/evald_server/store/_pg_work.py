@@ -22,14 +22,19 @@ import asyncpg
 
 from evald_server.domain import (
     OUTCOME_TARGET,
+    Cost,
     Counters,
     EventKind,
     OutcomeKind,
+    RetryClass,
+    RetryCounts,
     RunState,
     SampleFailure,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
     effective_outcome,
+    judge_subtasks_due,
     spends_attempt,
     task_ready_for_scoring,
     to_jsonable,
@@ -59,7 +64,12 @@ from evald_server.store._records import (
 from evald_server.store._sql_common import CounterDeltas, dumps, error_json, state_event
 
 _S = SubtaskState
-_RETURNING = "RETURNING row_id, task_id, record_idx, repeat_index, attempt"
+_NO_FAILURES = RetryCounts()
+_CLAIMED = (
+    "row_id, task_id, record_idx, repeat_index, attempt, phase, judge_round, judged_row_id, "
+    "failed_rate_limited, failed_timeout, failed_transient"
+)
+_RETURNING = f"RETURNING {_CLAIMED}"
 
 _CLAIM_RETRIES = (
     "UPDATE subtasks SET state = 'running', owner = $1, claim_token = $2, updated_at = $3 "
@@ -76,7 +86,7 @@ _CLAIM_PENDING = (
     f"{_RETURNING}"
 )
 _CLAIMED_BY_TOKEN = (
-    "SELECT row_id, task_id, record_idx, repeat_index, attempt FROM subtasks "
+    f"SELECT {_CLAIMED} FROM subtasks "
     "WHERE claim_token = $1 AND owner = $2 AND state = 'running' AND run_id = $3"
 )
 
@@ -154,10 +164,12 @@ async def _claim(
     next_retry_at: float | None,
     events: Sequence[EventRow],
 ) -> Claim:
-    """The claim with its records, read after the commit (records never change)."""
+    """The claim with its records and the answers its judge subtasks grade, read after
+    the commit (records never change, nor does a succeeded answer)."""
     records = await _records(conn, run_id, picked)
+    answers = await _judged_answers(conn, [row[7] for row in picked if row[7] is not None])
     claimed = []
-    for row_id, task_id, idx, repeat, attempt in picked:
+    for row_id, task_id, idx, repeat, attempt, phase, judge_round, judged, *failed in picked:
         dataset_id, record_id, fields = records[task_id, idx]
         claimed.append(
             ClaimedSubtask(
@@ -171,6 +183,10 @@ async def _claim(
                 record_id,
                 fields,
                 dataset_id,
+                RetryCounts(*failed) if any(failed) else _NO_FAILURES,
+                phase=SubtaskPhase(phase),
+                judge_round=judge_round,
+                answer=None if judged is None else answers.get(judged, ""),
             )
         )
     return Claim(
@@ -179,6 +195,16 @@ async def _claim(
         next_retry_at=next_retry_at,
         events=tuple(events),
     )
+
+
+async def _judged_answers(conn: asyncpg.Connection, row_ids: list[int]) -> dict[int, str]:
+    """The answers that claimed judge subtasks grade, by their row id."""
+    if not row_ids:
+        return {}
+    rows = await conn.fetch(
+        "SELECT row_id, output FROM subtasks WHERE row_id = ANY($1::bigint[])", sorted(row_ids)
+    )
+    return {r[0]: r[1] or "" for r in rows}
 
 
 async def _records(
@@ -220,8 +246,16 @@ _UPDATE_OUTCOME = (
     "completion_tokens = COALESCE($10, completion_tokens), "
     "latency_s = COALESCE($11, latency_s), ttft_s = COALESCE($12, ttft_s), "
     "first_error = COALESCE(first_error, $13), last_error = COALESCE($14, last_error), "
-    "top_logprobs = COALESCE($15, top_logprobs), finish_reason = COALESCE($16, finish_reason) "
-    "WHERE row_id = $17"
+    "top_logprobs = COALESCE($15, top_logprobs), finish_reason = COALESCE($16, finish_reason), "
+    "failed_rate_limited = failed_rate_limited + $17, failed_timeout = failed_timeout + $18, "
+    "failed_transient = failed_transient + $19, cost_picousd = COALESCE($20, cost_picousd), "
+    "cost_tokens = COALESCE($21, cost_tokens), cost_estimated = cost_estimated OR $22, "
+    "verdict = COALESCE($23, verdict), cache_hit = $24 "
+    "WHERE row_id = $25"
+)
+_ADD_RUN_COST = (
+    "UPDATE runs SET cost_picousd = cost_picousd + $2, cost_tokens = cost_tokens + $3, "
+    "cost_estimated = cost_estimated OR $4 WHERE run_id = $1"
 )
 
 
@@ -249,18 +283,25 @@ async def complete(
         retries: list[RetryScheduled] = []
         completed: dict[str, int] = {}
         failures: list[SubtaskOutcome] = []
+        judged: list[SubtaskOutcome] = []
         updates = []
+        run_costs: dict[str, Cost] = {}
         for outcome in outcomes:
             if outcome.row_id not in owned:
                 continue  # taken back by a cancel, a restart or another replica
             kind = effective_outcome(outcome.kind, cancel_requested=outcome.run_id in cancelling)
             target = OUTCOME_TARGET[kind]
             error = error_json(outcome.error)
+            spent = spends_attempt(kind, attempted=outcome.attempted)
+            failed = outcome.retry_class if spent else None
+            cost = outcome.cost if kind is OutcomeKind.SUCCEEDED else None
+            if cost is not None:
+                run_costs[outcome.run_id] = run_costs.get(outcome.run_id, Cost()) + cost
             updates.append(
                 (
                     _TARGET_VALUE[kind],
                     now,
-                    int(spends_attempt(kind, attempted=outcome.attempted)),
+                    int(spent),
                     int(outcome.attempted),
                     int(outcome.rate_limited),
                     outcome.call_time_s,
@@ -274,9 +315,19 @@ async def complete(
                     error,
                     None if outcome.top_logprobs is None else dumps(outcome.top_logprobs),
                     clean_text(outcome.finish_reason),
+                    int(failed is RetryClass.RATE_LIMITED),
+                    int(failed is RetryClass.TIMEOUT),
+                    int(failed is RetryClass.TRANSIENT),
+                    None if cost is None or not cost.priced else cost.picousd,
+                    None if cost is None else cost.tokens,
+                    cost is not None and cost.estimated,
+                    outcome.verdict,
+                    outcome.cache_hit and kind is OutcomeKind.SUCCEEDED,
                     outcome.row_id,
                 )
             )
+            if kind is OutcomeKind.SUCCEEDED and outcome.phase is SubtaskPhase.ANSWER:
+                judged.append(outcome)
             moved[outcome.run_id, outcome.task_id, target] += 1
             if target in _TERMINAL:
                 completed[outcome.run_id] = completed.get(outcome.run_id, 0) + 1
@@ -288,9 +339,16 @@ async def complete(
                 failures.append(outcome)
         if updates:
             await conn.executemany(_UPDATE_OUTCOME, updates)
+        if run_costs:
+            await conn.executemany(
+                _ADD_RUN_COST,
+                [(r, c.picousd, c.tokens, c.estimated) for r, c in sorted(run_costs.items())],
+            )
         deltas = CounterDeltas()
         for (run_id, task_id, target), count in moved.items():
             deltas.move(run_id, task_id, _S.RUNNING, target, count)
+        # Judge rows in this transaction, under the run locks taken above.
+        judge_work = await _create_judge_subtasks(conn, judged, cancelling, deltas, now)
         await apply_deltas(conn, deltas)
         finished = await finish_ready_tasks(conn, list(deltas.tasks), now)
         by_run: defaultdict[str, list[NewEvent]] = defaultdict(list)
@@ -301,7 +359,9 @@ async def complete(
             appended.extend(await append_events(conn, run_id, by_run[run_id], retain, owner))
         # Work back to pending (released by a drain) or waiting for a retry: any replica
         # may take it, this one may be stopping or die before it falls due.
-        again = sorted({r for r, _, t in moved if t in (_S.PENDING, _S.FAILED)})
+        again = sorted(
+            {r for r, _, t in moved if t in (_S.PENDING, _S.FAILED)} | {r for r, _ in judge_work}
+        )
         await notify(conn, [notice(WORK, owner, run_id) for run_id in again])
     return CompletionReport(
         applied=len(updates),
@@ -309,19 +369,89 @@ async def complete(
         retries=tuple(retries),
         completed_per_run=completed,
         events=tuple(appended),
+        judge_work=tuple(judge_work),
     )
+
+
+async def _create_judge_subtasks(
+    conn: asyncpg.Connection,
+    answers: Sequence[SubtaskOutcome],
+    cancelling: set[str],
+    deltas: CounterDeltas,
+    now: float,
+) -> list[tuple[str, str]]:
+    """Insert the judge subtasks that the succeeded answers call for (pending, counted
+    in their task and run); returns the (run, judge model) pairs that got work."""
+    if not answers:
+        return []
+    judges = {
+        r[0]: (r[1], int(r[2]))
+        for r in await conn.fetch(
+            "SELECT task_id, judge_model_id, judge_rounds FROM tasks "
+            "WHERE task_id = ANY($1::text[]) AND judge_rounds > 0",
+            sorted({o.task_id for o in answers}),
+        )
+    }
+    rows = []
+    for outcome in answers:
+        model_id, rounds = judges.get(outcome.task_id, (None, 0))
+        due = judge_subtasks_due(
+            outcome.kind, outcome.phase, rounds, cancel_requested=outcome.run_id in cancelling
+        )
+        for judge_round in range(due):
+            rows.append(
+                (
+                    outcome.run_id,
+                    outcome.task_id,
+                    str(model_id),
+                    outcome.record_idx,
+                    outcome.repeat_index,
+                    "pending",
+                    now,
+                    int(SubtaskPhase.JUDGE),
+                    outcome.row_id,
+                    judge_round,
+                )
+            )
+        if due:
+            deltas.add_pending(outcome.run_id, outcome.task_id, due)
+    if rows:
+        await conn.copy_records_to_table(
+            "subtasks",
+            records=rows,
+            columns=(
+                "run_id",
+                "task_id",
+                "model_id",
+                "record_idx",
+                "repeat_index",
+                "state",
+                "updated_at",
+                "phase",
+                "judged_row_id",
+                "judge_round",
+            ),
+        )
+    return sorted({(row[0], row[2]) for row in rows})
 
 
 async def _failure_event(conn: asyncpg.Connection, outcome: SubtaskOutcome, now: float) -> NewEvent:
     assert outcome.error is not None
     row = await conn.fetchrow(
-        "SELECT s.requests, r.record_id FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
+        "SELECT s.requests, r.record_id, s.failed_rate_limited, s.failed_timeout, "
+        "s.failed_transient FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
         "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
         "WHERE s.row_id = $1",
         outcome.row_id,
     )
     failure = SampleFailure(
-        subtask_id=subtask_public_id(outcome.task_id, outcome.record_idx, outcome.repeat_index),
+        subtask_id=subtask_public_id(
+            outcome.task_id,
+            outcome.record_idx,
+            outcome.repeat_index,
+            outcome.phase,
+            outcome.judge_round,
+        ),
         task_id=outcome.task_id,
         model_id=outcome.model_id,
         record_id=row["record_id"],
@@ -329,6 +459,7 @@ async def _failure_event(conn: asyncpg.Connection, outcome: SubtaskOutcome, now:
         repeat_index=outcome.repeat_index,
         attempts=row["requests"],
         error=outcome.error,
+        failures=RetryCounts(*tuple(row)[2:]),
     )
     return NewEvent(kind=EventKind.SAMPLE_FAILED, payload=to_jsonable(failure), time=now)
 

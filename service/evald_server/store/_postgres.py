@@ -37,7 +37,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from evald_server.domain import Counters, EvalError, RunState, SubtaskState, TaskType
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    RunState,
+    SubtaskPhase,
+    SubtaskState,
+    TaskType,
+)
+from evald_server.store import _pg_cache as cache
 from evald_server.store import _pg_leases as leases
 from evald_server.store import _pg_reads as reads
 from evald_server.store import _pg_runs as runs
@@ -55,12 +63,15 @@ from evald_server.store._pg_common import (
 from evald_server.store._pg_feed import ChangeFeed
 from evald_server.store._pg_schema import migrate
 from evald_server.store._records import (
+    CachedAnswer,
+    CacheEntry,
     Claim,
     CompletionReport,
     DatasetRow,
     EventRow,
     FinishReport,
     Json,
+    JudgeVerdictRow,
     NewEvent,
     NewRun,
     NewTask,
@@ -424,8 +435,10 @@ class PostgresStore:
 
         return await self._run(requeue)
 
-    async def cancel_run(self, run_id: str, now: float) -> TransitionReport:
-        return await self._run(runs.cancel_run, run_id, now, self._retain, self.owner)
+    async def cancel_run(
+        self, run_id: str, now: float, *, reason: str | None = None
+    ) -> TransitionReport:
+        return await self._run(runs.cancel_run, run_id, now, self._retain, self.owner, reason)
 
     async def retry_failed(
         self,
@@ -463,10 +476,21 @@ class PostgresStore:
         return await self._run(runs.claim_scoring, task_id, self.owner, leases.LIVE)
 
     async def task_subtasks(
-        self, task_id: str, states: Sequence[SubtaskState], after_row: int, limit: int
+        self,
+        task_id: str,
+        states: Sequence[SubtaskState],
+        after_row: int,
+        limit: int,
+        *,
+        phase: SubtaskPhase = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
         return await self._run(
-            reads.subtasks, "s.task_id = $1", [task_id], states, after_row, limit
+            reads.subtasks,
+            "s.task_id = $1 AND s.phase = $2",
+            [task_id, int(phase)],
+            states,
+            after_row,
+            limit,
         )
 
     async def run_subtasks(
@@ -478,10 +502,12 @@ class PostgresStore:
         limit: int,
         *,
         output_chars: int | None = None,
+        phase: SubtaskPhase = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
-        where, params = "s.run_id = $1", [run_id]
+        where, params = "s.run_id = $1 AND s.phase = $2", [run_id, int(phase)]
         if task_id is not None:
-            where, params = "s.run_id = $1 AND s.task_id = $2", [run_id, task_id]
+            where = "s.run_id = $1 AND s.phase = $2 AND s.task_id = $3"
+            params = [run_id, int(phase), task_id]
         return await self._run(
             reads.subtasks, where, params, states, after_row, limit, output_chars
         )
@@ -489,8 +515,15 @@ class PostgresStore:
     async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
         return await self._run(reads.task_outputs, task_id, after_row, limit)
 
-    async def profile_inputs(self, task_id: str) -> ProfileInputs:
-        return await self._run(reads.profile_inputs, task_id)
+    async def profile_inputs(
+        self, task_id: str, *, phase: SubtaskPhase = SubtaskPhase.ANSWER
+    ) -> ProfileInputs:
+        return await self._run(reads.profile_inputs, task_id, phase)
+
+    async def task_verdicts(
+        self, task_id: str, after_row: int, limit: int
+    ) -> list[JudgeVerdictRow]:
+        return await self._run(reads.task_verdicts, task_id, after_row, limit)
 
     async def finish_task(self, finish: TaskFinish) -> FinishReport:
         if not isinstance(finish.sample_scores, list | tuple):  # a retry reads them again
@@ -505,6 +538,21 @@ class PostgresStore:
 
     async def state_counts(self) -> StateCounts:
         return await self._run(reads.state_counts)
+
+    # -- the response cache (shared by every replica) -----------------------------------
+
+    async def cache_lookup(
+        self, scope: str, keys: Sequence[str], now: float, ttl_s: float
+    ) -> dict[str, CachedAnswer]:
+        return await self._run(cache.cache_lookup, scope, keys, now, ttl_s)
+
+    async def cache_put(
+        self, entries: Sequence[CacheEntry], now: float, *, ttl_s: float, max_entries: int
+    ) -> int:
+        return await self._run(cache.cache_put, entries, now, ttl_s, max_entries)
+
+    async def cache_size(self) -> int:
+        return await self._run(cache.cache_size)
 
     # -- events --------------------------------------------------------------------------
 

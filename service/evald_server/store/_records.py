@@ -430,10 +430,15 @@ class ChangeKind(StrEnum):
 
     EVENTS = "events"  # a run's log grew (detail: its last seq): wake its watchers
     WORK = "work"  # a run has ready work (new, retried or requeued): dispatch it
-    CANCEL = "cancel"  # a run was cancelled: abort its calls in flight here
+    CANCEL = "cancel"  # a run was cancelled: abort its calls in flight here (see below)
     FINISHED = "finished"  # a run ended: forget it
     SCORING = "scoring"  # a task's scoring job is free (detail: the task id)
     RESYNC = "resync"  # changes may have been missed (the feed reconnected): look again
+
+
+# The detail of a CANCEL whose run stopped for a reason (a budget): the calls in flight
+# finish and count, as on the replica that cancelled it; a user's cancel aborts them.
+CALLS_FINISH = "calls-finish"
 
 
 @dataclass(frozen=True, slots=True)
