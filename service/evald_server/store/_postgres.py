@@ -100,6 +100,10 @@ _LOST = (
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.ConnectionDoesNotExistError,
     asyncpg.InterfaceError,
+    # A session cut in the middle of an operation can leave the client's protocol in a
+    # state no later operation gets out of ("cannot switch to state 15; another
+    # operation is in progress": MagicStack/asyncpg#784, sqlalchemy#13241).
+    asyncpg.exceptions.InternalClientError,
 )
 # Lost races that PostgreSQL resolves by aborting one transaction: run it again.
 _CONFLICT = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
@@ -244,7 +248,11 @@ class PostgresStore:
                 raise StoreError("the store is closed")
             try:
                 async with self._pool.acquire() as conn:
-                    result = await fn(conn, *args)
+                    try:
+                        result = await fn(conn, *args)
+                    except asyncpg.exceptions.InternalClientError:
+                        conn.terminate()  # never back to the pool in that state
+                        raise
                 if self._down is not None:
                     self._back()
                 return result
