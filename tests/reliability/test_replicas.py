@@ -8,6 +8,7 @@ replicas finish a run of 5,000 subtasks over two models while one dies mid-infer
 and another mid-scoring.
 """
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import anyio
 import asyncpg
 import pytest
 
-from evald_client import AsyncEvaldClient, StateChanged
+from evald_client import AsyncEvaldClient, JudgeOptions, StateChanged
 from tests._postgres import pg_url
 from tests._shared import classification_records, wait_for
 from tests.reliability._cluster import Cluster, cluster
@@ -216,3 +217,60 @@ async def test_sigterm_on_one_replica_hands_its_work_to_the_others_at_once(
         await nodes.assert_complete(run.run_id, 60)
         members = await nodes.query("SELECT replica_id FROM replicas")
         assert [m[0] for m in members] == ["r2"], "r1 left the membership"
+
+
+VERDICT = "The label is supported.\nVERDICT: PASS"
+
+
+async def test_a_judged_run_on_two_replicas_judges_each_answer_once_and_a_cache_serves_both(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The judge phase on PostgreSQL: the judge subtasks an answer creates (in its
+    outcome's transaction) are claimed by either replica, each answer judged once; the
+    response cache is one for the replicas, so a second run on the other one makes no
+    call of the evaluated model."""
+    fake_args = (
+        "--latency-ms",
+        "10",
+        "--config-json",
+        json.dumps({"model_answers": {"judge": VERDICT}}),
+    )
+    records = 40
+    async with cluster(
+        tmp_path, pg_url, models=[("cand", 4), ("judge", 2)], fake_args=fake_args
+    ) as nodes:
+        await nodes.start("r1")
+        await nodes.start("r2")
+        spec = {"judge": JudgeOptions(model_id="judge"), "response_cache": True}
+        first = await nodes.start_run("r1", records, ["cand"], **spec)
+        async with nodes.client("r2") as client:
+            final = await client.wait(first.run_id, timeout_s=120)
+            assert final.state.value == "succeeded"
+            (result,) = await client.results(first.run_id)
+        assert result.metrics["judge_pass_rate"] == 1.0
+        assert result.provenance.judge is not None
+        assert result.provenance.judge.judged_samples == records
+        per_answer = await nodes.query(
+            "SELECT judged_row_id, COUNT(*), COUNT(*) FILTER (WHERE state = 'succeeded') "
+            "FROM subtasks WHERE run_id = $1 AND phase = 1 GROUP BY judged_row_id",
+            first.run_id,
+        )
+        assert len(per_answer) == records
+        assert {(n, ok) for _, n, ok in per_answer} == {(1, 1)}
+        (task,) = await nodes.query(
+            "SELECT total, succeeded FROM tasks WHERE run_id = $1", first.run_id
+        )
+        assert tuple(task) == (2 * records, 2 * records)
+        asked = [e for e in await nodes.fake.control.journal() if e.model == "cand"]
+        assert len(asked) == records
+
+        async with nodes.client("r2") as client:
+            second = await client.create_run(
+                models=["cand"], datasets=[("reviews", "1.0.0")], **spec
+            )
+            final = await client.wait(second.run_id, timeout_s=120)
+            assert final.state.value == "succeeded"
+            (again,) = await client.results(second.run_id)
+        assert again.execution.cache_hits == records
+        asked = [e for e in await nodes.fake.control.journal() if e.model == "cand"]
+        assert len(asked) == records, "the second run on the other replica asked nothing"
