@@ -30,6 +30,16 @@ FINISHED = "finished"
 SCORING = "scoring"  # detail: a task id whose scoring job is free to claim
 
 _STATES = [c for c in COUNTER_COLUMNS if c != "total"]
+# What a new subtask row is written with (COPY), a run's or a judge phase's.
+NEW_SUBTASK_COLUMNS = (
+    "run_id",
+    "task_id",
+    "model_id",
+    "record_idx",
+    "repeat_index",
+    "state",
+    "updated_at",
+)
 _COUNTED = ["total", *_STATES]  # total moves only when subtasks are added (judge rows)
 
 

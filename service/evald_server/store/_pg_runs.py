@@ -24,6 +24,7 @@ from evald_server.store._pg_common import (
     CANCEL,
     EVERYONE,
     FINISHED,
+    NEW_SUBTASK_COLUMNS,
     WORK,
     append_events,
     apply_deltas,
@@ -123,15 +124,7 @@ async def create_run(
         await conn.copy_records_to_table(
             "subtasks",
             records=_subtask_rows(run, tasks),
-            columns=(
-                "run_id",
-                "task_id",
-                "model_id",
-                "record_idx",
-                "repeat_index",
-                "state",
-                "updated_at",
-            ),
+            columns=NEW_SUBTASK_COLUMNS,
         )
         created_event = state_event(RunState.PENDING, run.created_at)
         await append_events(conn, run.run_id, [created_event], retain, origin)

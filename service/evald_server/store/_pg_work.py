@@ -40,6 +40,7 @@ from evald_server.domain import (
     to_jsonable,
 )
 from evald_server.store._pg_common import (
+    NEW_SUBTASK_COLUMNS,
     WORK,
     append_events,
     apply_deltas,
@@ -419,18 +420,7 @@ async def _create_judge_subtasks(
         await conn.copy_records_to_table(
             "subtasks",
             records=rows,
-            columns=(
-                "run_id",
-                "task_id",
-                "model_id",
-                "record_idx",
-                "repeat_index",
-                "state",
-                "updated_at",
-                "phase",
-                "judged_row_id",
-                "judge_round",
-            ),
+            columns=(*NEW_SUBTASK_COLUMNS, "phase", "judged_row_id", "judge_round"),
         )
     return sorted({(row[0], row[2]) for row in rows})
 
