@@ -83,8 +83,8 @@ def test_valid_config_loads_with_defaults(tmp_path: Path) -> None:
         ("[server]\nlisten = '0.0.0.0:50051'\n", "binds only to loopback"),
         ("[server]\ntls_cert = 'c.pem'\n", "tls_cert and tls_key must be given together"),
         ("[store]\nurl = 'mysql://x'\n", "store.url"),
-        # A scheme with no store in this build is refused here, not when the server starts.
-        ("[store]\nurl = 'postgresql://127.0.0.1/evald'\n", "store.url"),
+        ("[store]\nurl = 'postgresql://h/db'\nlease_s = 2\nheartbeat_s = 1\n", "heartbeat_s"),
+        ("[store]\nreplica_id = 'a b'\n", "store.replica_id"),
         ("[store]\nurl = 'evald.sqlite3'\n", "store.url"),
         ("[[auth.tokens]]\ntenant = 't'\nsha256 = 'abc'\n", "auth.tokens[0].sha256"),
         ("[server\n", "invalid TOML"),

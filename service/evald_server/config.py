@@ -158,11 +158,28 @@ class ServerSection(_Section):
 
 # The store URL schemes this build can open: the keys of the store package's opener map
 # (a test keeps the two equal), so a URL passes the config only if its store exists.
-STORE_SCHEMES: tuple[str, ...] = ("sqlite",)
+STORE_SCHEMES: tuple[str, ...] = ("sqlite", "postgresql", "postgres")
 
 
 class StoreSection(_Section):
+    """Where the state lives. ``sqlite:///file`` (one process), or ``postgresql://…``
+    shared by several replicas (README, "Running several replicas"); the settings below
+    apply to PostgreSQL only."""
+
     url: str = "sqlite:///evald.sqlite3"
+    # Connections of this replica's pool (each replica has its own).
+    pool_size: Annotated[int, Field(ge=2, le=1000)] = 10
+    # This replica's name in the membership table; default: host name + process id.
+    # Unique per replica: a second live replica with the same id is refused at start.
+    replica_id: (
+        Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")] | None
+    ) = None
+    # A replica whose heartbeat is older than lease_s is dead: its running work goes back
+    # to pending, its scoring jobs to whoever takes them. Heartbeats every heartbeat_s.
+    lease_s: Annotated[float, Field(ge=0.2, le=3600.0)] = 15.0
+    heartbeat_s: Annotated[float, Field(ge=0.05, le=600.0)] = 3.0
+    # How long an operation waits for an unreachable database before it fails.
+    unavailable_wait_s: Annotated[float, Field(ge=0.0, le=86_400.0)] = 120.0
 
     @field_validator("url")
     @classmethod
@@ -172,9 +189,28 @@ class StoreSection(_Section):
             known = ", ".join(STORE_SCHEMES)
             raise ValueError(
                 f"store url scheme must be one of {known} (e.g. sqlite:///evald.sqlite3), "
-                f"got {scheme or url!r}"
+                f"got {scheme or 'no scheme'!r}"
             )
         return url
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> "StoreSection":
+        if self.heartbeat_s >= self.lease_s / 2:
+            raise ValueError(
+                f"heartbeat_s ({self.heartbeat_s}) must be under half of lease_s "
+                f"({self.lease_s}): a replica must renew its lease before it expires"
+            )
+        return self
+
+    def replica_options(self) -> dict[str, object]:
+        """What a PostgreSQL store is opened with (SQLite ignores them)."""
+        return {
+            "pool_size": self.pool_size,
+            "replica_id": self.replica_id,
+            "lease_s": self.lease_s,
+            "heartbeat_s": self.heartbeat_s,
+            "wait_s": self.unavailable_wait_s,
+        }
 
 
 class LimitsSection(_Section):

@@ -105,3 +105,25 @@ def test_a_finished_runs_limit_is_forgotten() -> None:
     assert limiter.run("r1") is None
     assert RUN_LIMIT not in {s.name for s in limiter.stats()}
     limiter.remove_run("r1")  # forgetting twice is harmless
+
+
+async def test_a_ceiling_caps_the_capacity_and_a_cut_lets_calls_in_flight_finish() -> None:
+    limit = Limit("test", "k", 4)
+    limit.set_ceiling(0)  # a replica that has no share yet
+    assert not limit.try_acquire()
+    assert limit.held == 0
+    waiter = asyncio.ensure_future(limit.acquire())
+    await anyio.lowlevel.checkpoint()
+    limit.set_ceiling(3)  # its share arrives: the waiter is admitted at once
+    await waiter
+    assert limit.try_acquire()
+    assert limit.try_acquire()
+    assert not limit.try_acquire(), "at most the share"
+    limit.set_ceiling(1)  # the share shrinks under three calls in flight
+    assert limit.held == 3, "it may still be using 3 slots"
+    limit.release()
+    limit.release()
+    assert not limit.try_acquire(), "no slot until below the new share"
+    assert limit.held == 1
+    limit.set_ceiling(None)
+    assert limit.held == 4

@@ -106,29 +106,7 @@ class Rig:
             return await client.wait(run_id, timeout_s=timeout_s)
 
     async def assert_no_finished_work_repeated(self, *crashes: Crash) -> None:
-        """No request after a kill for a subtask the store had as succeeded at that kill,
-        and an answer was paid for again only if it was not durable at a kill.
-
-        Every successful answer to a key but its last (the stored one) must have been
-        given within ``UNCOMMITTED_S`` of a kill: held by the group commit (~20 ms) when
-        it came, or sent by the fake to a server already dead. Anything older was
-        durable and must never be asked again.
-        """
-        journal = await self.fake.control.journal()
-        for crash in crashes:
-            after = [e for e in journal if e.seq > crash.journal_boundary]
-            repeated = sorted({e.key for e in after if e.key in crash.finished})
-            assert repeated == [], f"finished subtasks requested again: {repeated[:10]}"
-        answers: dict[str, list[float]] = {}
-        for entry in journal:
-            if entry.outcome == "ok" and entry.key and entry.finished_at is not None:
-                answers.setdefault(entry.key, []).append(entry.finished_at)
-        stale = {
-            key: times[:-1]
-            for key, times in answers.items()
-            if any(not any(abs(t - c.time) <= UNCOMMITTED_S for c in crashes) for t in times[:-1])
-        }
-        assert stale == {}, f"answers paid for twice though durable before a kill: {stale}"
+        await assert_no_finished_work_repeated(self.fake, *crashes)
 
     async def assert_orphans_exit(self, crash: Crash) -> None:
         left = await orphans_after(crash.children)
@@ -138,6 +116,32 @@ class Rig:
         check = check_run_in_store(self.db, run_id, expected_subtasks=subtasks)
         assert check.run_state == "succeeded", check
         assert check.states == {"succeeded": subtasks}, check
+
+
+async def assert_no_finished_work_repeated(fake: FakeProcess, *crashes: Crash) -> None:
+    """No request after a kill for a subtask the store had as succeeded at that kill,
+    and an answer was paid for again only if it was not durable at a kill.
+
+    Every successful answer to a key but its last (the stored one) must have been
+    given within ``UNCOMMITTED_S`` of a kill: held by the group commit (~20 ms) when
+    it came, or sent by the fake to a server already dead. Anything older was
+    durable and must never be asked again.
+    """
+    journal = await fake.control.journal()
+    for crash in crashes:
+        after = [e for e in journal if e.seq > crash.journal_boundary]
+        repeated = sorted({e.key for e in after if e.key in crash.finished})
+        assert repeated == [], f"finished subtasks requested again: {repeated[:10]}"
+    answers: dict[str, list[float]] = {}
+    for entry in journal:
+        if entry.outcome == "ok" and entry.key and entry.finished_at is not None:
+            answers.setdefault(entry.key, []).append(entry.finished_at)
+    stale = {
+        key: times[:-1]
+        for key, times in answers.items()
+        if any(not any(abs(t - c.time) <= UNCOMMITTED_S for c in crashes) for t in times[:-1])
+    }
+    assert stale == {}, f"answers paid for twice though durable before a kill: {stale}"
 
 
 @asynccontextmanager

@@ -1,9 +1,12 @@
 """Builders for store tests: a dataset and a run written straight through the port."""
 
 import time
+from collections.abc import Awaitable, Callable
 
 from evald_server.domain import TaskType
 from evald_server.store import DatasetRow, NewRun, NewTask, RecordRow, RunRow, Store
+
+Reopen = Callable[[Store], Awaitable[Store]]  # the ``reopen`` fixture: a restart
 
 
 async def add_dataset(store: Store, name: str = "ds", records: int = 10) -> DatasetRow:

@@ -19,7 +19,7 @@ from evald_server.domain import (
     TaskState,
 )
 from evald_server.store import CachedAnswer, CacheEntry, SampleScoreRow, Store, TaskFinish
-from tests.store._helpers import add_dataset, add_run
+from tests.store._helpers import Reopen, add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
 pytestmark = pytest.mark.anyio
@@ -150,7 +150,9 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
     assert [r.scores for r in rows] == [{"accuracy": 1.0}, None]
 
 
-async def test_judge_subtasks_resume_and_cancel_like_any_subtask(store: Store) -> None:
+async def test_judge_subtasks_resume_and_cancel_like_any_subtask(
+    store: Store, reopen: Reopen
+) -> None:
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds], judge=("judge", 1))
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
@@ -159,11 +161,13 @@ async def test_judge_subtasks_resume_and_cancel_like_any_subtask(store: Store) -
     )
     claimed = (await store.claim_ready(run.run_id, "judge", 1, time.time())).subtasks
     assert len(claimed) == 1
+    store = await reopen(store)  # a restart: the judge row claimed before goes back
     assert await store.requeue_running(owner=None, now=time.time()) == 1
     again = (await store.claim_ready(run.run_id, "judge", 10, time.time())).subtasks
     assert len(again) == 2
     assert [j.attempt for j in again] == [0, 0], "a resume spends no attempt"
-    await store.requeue_running(owner=None, now=time.time())
+    store = await reopen(store)
+    assert await store.requeue_running(owner=None, now=time.time()) == 2
     report = await store.cancel_run(run.run_id, time.time())
     assert report.changed == 2
     (task,) = await store.get_tasks(run.run_id)

@@ -18,7 +18,7 @@ from evald_server.domain import (
     TaskState,
 )
 from evald_server.store import ClaimedSubtask, NewEvent, Store, SubtaskOutcome, TaskFinish
-from tests.store._helpers import add_dataset, add_run
+from tests.store._helpers import Reopen, add_dataset, add_run
 
 
 def outcome(item: ClaimedSubtask, kind: OutcomeKind, **fields: object) -> SubtaskOutcome:
@@ -158,10 +158,13 @@ async def test_outcomes_move_counters_and_finish_the_task(store: Store) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_row_taken_back_by_a_restart_is_not_overwritten(store: Store) -> None:
+async def test_a_row_taken_back_by_a_restart_is_not_overwritten(
+    store: Store, reopen: Reopen
+) -> None:
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds])
     claimed = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
+    store = await reopen(store)
     assert await store.requeue_running(owner=None, now=time.time()) == 2
     report = await store.complete(
         [outcome(claimed[0], OutcomeKind.SUCCEEDED, output="late")], time.time()

@@ -3,7 +3,6 @@ retry budgets check) and its cost, summed into the run in the outcome's transact
 both read back the same after the store is closed and opened again."""
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,8 @@ from evald_server.domain import (
     RetryClass,
     RetryCounts,
 )
-from evald_server.store import SqliteStore, Store
-from tests.store._helpers import add_dataset, add_run
+from evald_server.store import Store
+from tests.store._helpers import Reopen, add_dataset, add_run
 from tests.store.test_runs import outcome
 
 pytestmark = pytest.mark.anyio
@@ -34,39 +33,31 @@ async def _fail(store: Store, run_id: str, retry_class: RetryClass, error: EvalE
 
 
 async def test_failed_attempts_per_class_survive_a_reopen_and_reset_on_retry(
-    tmp_path: Path,
+    store: Store, reopen: Reopen
 ) -> None:
-    path = tmp_path / "evald.sqlite3"
-    store = await SqliteStore.open(path)
     ds = await add_dataset(store, records=1)
     run = await add_run(store, [ds])
     await _fail(store, run.run_id, RetryClass.RATE_LIMITED, _429)
     await _fail(store, run.run_id, RetryClass.RATE_LIMITED, _429)
     await _fail(store, run.run_id, RetryClass.TIMEOUT, _TIMEOUT)
-    await store.close()
 
-    store = await SqliteStore.open(path)  # a restart: the counts come back with the claim
-    try:
-        (item,) = (await store.claim_ready(run.run_id, "m1", 1, time.time() + 10)).subtasks
-        assert item.failures == RetryCounts(rate_limited=2, timeout=1)
-        assert item.attempt == 3
-        final = outcome(item, OutcomeKind.FAILED_PERMANENT, error=_TIMEOUT)
-        await store.complete([final], time.time())
-        (row,) = await store.run_subtasks(run.run_id, None, (), 0, 10)
-        assert row.failures == RetryCounts(rate_limited=2, timeout=1)
-        # RetryRun hands out a fresh budget: the counts start again.
-        await store.retry_failed(run.run_id, [], [], time.time())
-        (item,) = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
-        assert (item.failures, item.attempt) == (RetryCounts(), 0)
-    finally:
-        await store.close()
+    store = await reopen(store)  # a restart: the counts come back with the claim
+    (item,) = (await store.claim_ready(run.run_id, "m1", 1, time.time() + 10)).subtasks
+    assert item.failures == RetryCounts(rate_limited=2, timeout=1)
+    assert item.attempt == 3
+    final = outcome(item, OutcomeKind.FAILED_PERMANENT, error=_TIMEOUT)
+    await store.complete([final], time.time())
+    (row,) = await store.run_subtasks(run.run_id, None, (), 0, 10)
+    assert row.failures == RetryCounts(rate_limited=2, timeout=1)
+    # RetryRun hands out a fresh budget: the counts start again.
+    await store.retry_failed(run.run_id, [], [], time.time())
+    (item,) = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
+    assert (item.failures, item.attempt) == (RetryCounts(), 0)
 
 
 async def test_a_runs_cost_is_the_sum_of_its_successes_and_survives_a_reopen(
-    tmp_path: Path,
+    store: Store, reopen: Reopen
 ) -> None:
-    path = tmp_path / "evald.sqlite3"
-    store = await SqliteStore.open(path)
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
     a, b, c = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
@@ -80,15 +71,11 @@ async def test_a_runs_cost_is_the_sum_of_its_successes_and_survives_a_reopen(
         ],
         time.time(),
     )
-    await store.close()
-    store = await SqliteStore.open(path)
-    try:
-        stored = await store.get_run(run.run_id)
-        assert stored is not None
-        assert stored.cost == Cost(picousd=7_000_004, tokens=16, estimated=True)
-        rows = await store.run_subtasks(run.run_id, None, (), 0, 10)
-        assert [r.cost for r in rows] == [*costs, None]
-        inputs = await store.profile_inputs(a.task_id)
-        assert inputs.cost == Cost(picousd=7_000_004, tokens=16, estimated=True)
-    finally:
-        await store.close()
+    store = await reopen(store)
+    stored = await store.get_run(run.run_id)
+    assert stored is not None
+    assert stored.cost == Cost(picousd=7_000_004, tokens=16, estimated=True)
+    rows = await store.run_subtasks(run.run_id, None, (), 0, 10)
+    assert [r.cost for r in rows] == [*costs, None]
+    inputs = await store.profile_inputs(a.task_id)
+    assert inputs.cost == Cost(picousd=7_000_004, tokens=16, estimated=True)

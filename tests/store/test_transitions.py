@@ -18,7 +18,7 @@ from evald_server.domain import (
     TaskState,
 )
 from evald_server.store import SampleScoreRow, Store, TaskFinish
-from tests.store._helpers import add_dataset, add_run
+from tests.store._helpers import Reopen, add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
 pytestmark = pytest.mark.anyio
@@ -39,7 +39,7 @@ def _finish(
 
 
 async def test_the_first_cancel_logs_one_state_event_and_a_second_logs_none(
-    store: Store,
+    store: Store, reopen: Reopen
 ) -> None:
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
@@ -57,6 +57,7 @@ async def test_the_first_cancel_logs_one_state_event_and_a_second_logs_none(
     assert stored.cancel_requested
     assert stored.state is RunState.RUNNING, "the run ends when its running call returns"
     # A restart finishing the cancel: what was requeued is cancelled, no second event.
+    store = await reopen(store)
     assert await store.requeue_running(owner=None, now=time.time()) == 1
     again = await store.cancel_run(run.run_id, time.time())
     assert (again.changed, again.events) == (1, ())

@@ -18,7 +18,8 @@ flushed, so nothing finished is lost.
 
 While serving, the store is checked every ``STORE_CHECK_S``: a store file deleted or
 replaced under the server turns health NOT_SERVING, logs an error, and the server
-stops (the store refuses writes that would be lost).
+stops (the store refuses writes that would be lost). A database that cannot be reached
+(PostgreSQL) turns health NOT_SERVING until it can be again.
 """
 
 import logging
@@ -210,7 +211,9 @@ async def _set_health(health_servicer: health.aio.HealthServicer, status: int) -
 async def _watch_store(
     app: Evald, health_servicer: health.aio.HealthServicer, serving: anyio.CancelScope
 ) -> None:
-    """Stop serving, loudly, once the store file is deleted or replaced under us."""
+    """Stop serving, loudly, once the store file is deleted or replaced under us; report
+    NOT_SERVING while the database cannot be reached, SERVING again when it can."""
+    reachable = True
     while True:
         await anyio.sleep(STORE_CHECK_S)
         problem = app.engine.store.problem()
@@ -219,6 +222,15 @@ async def _watch_store(
             log.error("the store is lost: health NOT_SERVING, evald stops")
             serving.cancel()
             return
+        down = app.engine.store.unavailable()
+        if (down is None) != reachable:
+            reachable = down is None
+            if reachable:
+                await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING)
+                log.info("the database is reachable again: health SERVING")
+            else:
+                await _set_health(health_servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
+                log.error("the database is unreachable (%s): health NOT_SERVING", down)
 
 
 async def _signals_while_draining(signals: AsyncIterator[int], hurry: Callable[[], None]) -> None:

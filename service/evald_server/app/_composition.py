@@ -157,5 +157,7 @@ class Evald:
 
 async def _open_store(config: ServerConfig) -> Store:
     return await open_store(
-        config.store.url, events_retained_per_run=config.limits.events_retained_per_run
+        config.store.url,
+        events_retained_per_run=config.limits.events_retained_per_run,
+        **config.store.replica_options(),
     )

@@ -41,6 +41,13 @@ class TaskContexts(Mapping[str, TaskContext]):
         ctx = self._by_key.get(task_id)
         return None if ctx is None else ctx.run_id
 
+    def run_models(self, run_id: str) -> list[str] | None:
+        """The models a loaded run calls (judges included); None for a run not loaded."""
+        keys = self._by_run.get(run_id)
+        if keys is None:
+            return None
+        return sorted({self._by_key[k].model_id for k in keys if k in self._by_key})
+
     def forget_run(self, run_id: str) -> None:
         for key in self._by_run.pop(run_id, ()):
             self._by_key.pop(key, None)

@@ -289,6 +289,10 @@ class Dispatcher:
                 # Let a lane woken for the freed slot take it before this one does.
                 await anyio.lowlevel.checkpoint()
 
+    def run_slots_changed(self, run_id: str) -> None:
+        """The run's limit changed (its share of a global limit): lanes take again."""
+        self._run_slot_freed(run_id)
+
     def _run_slot_freed(self, run_id: str) -> None:
         """Wake every lane holding work of the run (and the feeders: takeable work grew)."""
         for lane in self.lanes.values():

@@ -46,7 +46,9 @@ from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
 from evald_server.engine._response_cache import CacheSettings, ResponseCache
 from evald_server.engine._results import ModelIdentity
+from evald_server.engine._shares import CapacityShares
 from evald_server.engine._spec import DatasetRef, RunSpec
+from evald_server.engine._store_changes import StoreChanges
 from evald_server.engine._task_scoring import ScoringPort, TaskScorer
 from evald_server.providers import Provider
 from evald_server.store import (
@@ -126,6 +128,19 @@ class Engine:
             calls=self.dispatcher.calls_by_task,
             activity=self.model_activity,
         )
+        # Runs created, cancelled or finished by other replicas of a shared store.
+        self.store_changes = StoreChanges(
+            store,
+            register_run=self.register_run,
+            run_models=self._run_models,
+            forget_run=self._forget_run,
+            dispatcher=self.dispatcher,
+            events=self.events,
+            task_scorer=self.task_scorer,
+        )
+        self.shares = CapacityShares(
+            store, self.limiter, sorted(providers), self.dispatcher.run_slots_changed
+        )
         self._stall_warned: dict[str, float] = {}  # model id -> when last warned
         self._failing: set[str] = set()  # models warned about a streak of failed calls
         self._dispatcher_done = anyio.Event()
@@ -141,6 +156,7 @@ class Engine:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         async with anyio.create_task_group() as tg:
+            await self.shares.balance_once()  # a joining replica starts from its share
             await self._resume()
             tg.start_soon(_until_done, self.committer.run, self._committer_done)
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
@@ -149,6 +165,8 @@ class Engine:
                 await tg.start(self.pages.run)
             await tg.start(self.progress.run)
             tg.start_soon(self._monitor_lanes)
+            tg.start_soon(self.store_changes.run)
+            tg.start_soon(self.shares.run)
             task_status.started()
             await self._stopped.wait()
             tg.cancel_scope.cancel()
@@ -250,6 +268,8 @@ class Engine:
                         spec.scoring_timeout_s,
                     )
         self.limiter.add_run(run_id, spec.max_concurrency)
+        if spec.max_concurrency is not None:
+            await self.shares.balance_once()  # a run limit is global too: take the share
         spent_out = self.budgets.track(run_id, spec.budget, run.cost)
         if spent_out is not None and not run.cancel_requested:
             await self._finish_cancel(run_id, reason=spent_out)  # reached before a restart
@@ -448,6 +468,13 @@ class Engine:
 
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)
+        self._forget_run(run_id)
+
+    def _run_models(self, run_id: str) -> list[str] | None:
+        """The models of a run this engine has loaded; None for a run it does not know."""
+        return self._contexts.run_models(run_id)
+
+    def _forget_run(self, run_id: str) -> None:
         self.limiter.remove_run(run_id)
         self.budgets.forget(run_id)
         self.dispatcher.forget_run(run_id)

@@ -138,6 +138,25 @@ class EventHub:
             channel.changed.set()
             channel.changed = anyio.Event()
 
+    def poke(self, run_id: str, last_seq: int) -> None:
+        """Another process committed the run's events up to ``last_seq`` (a shared
+        store's change feed): its watchers here read them from the store."""
+        channel = self._channels.get(run_id)
+        if channel is None or last_seq <= channel.last_seq:
+            return
+        channel.ring.clear()  # the ring no longer ends at last_seq: read the store
+        channel.last_seq = last_seq
+        channel.changed.set()
+        channel.changed = anyio.Event()
+
+    def poke_all(self) -> None:
+        """Notices may have been missed: every watcher reads the store again."""
+        for channel in self._channels.values():
+            channel.ring.clear()
+            channel.last_seq += 1  # forces a store read; the read moves nothing past it
+            channel.changed.set()
+            channel.changed = anyio.Event()
+
     async def subscribe(self, run_id: str, after_seq: int) -> AsyncGenerator[RunEvent, None]:
         """Events with seq > ``after_seq``, then live ones, ending after the terminal one.
 

@@ -64,8 +64,6 @@ class Lane:
         self.needs_reference = provider.wants_reference
         self.limit = limit
         self.workers = workers
-        self.low_water = workers  # refill below this many buffered subtasks
-        self.high_water = 2 * workers  # claim up to this many
         self.runs: dict[str, LaneRun] = {}
         self._claim_order: deque[str] = deque()  # rotated by every claiming round
         self.buffers: dict[str, deque[ClaimedSubtask]] = {}
@@ -85,6 +83,18 @@ class Lane:
         self.consecutive_failures = 0
 
     # -- work registry (feeder side) ---------------------------------------------------
+
+    @property
+    def low_water(self) -> int:
+        """Refill below this many buffered subtasks: the lane's workers, or this
+        replica's share of a global model limit when smaller (work buffered beyond the
+        share would wait here at a run's end while other replicas idle)."""
+        share = self.limit.ceiling
+        return self.workers if share is None else max(1, min(self.workers, share))
+
+    @property
+    def high_water(self) -> int:
+        return 2 * self.low_water  # claim up to this many
 
     def add_work(self, run_id: str, due: float | None = None) -> None:
         run = self.runs.get(run_id)

@@ -45,6 +45,9 @@ class Limit:
         self.min_capacity = capacity  # an adaptive limit moves between these two
         self.max_capacity = capacity
         self.episodes = 0
+        # This process's share of a limit that several replicas share (None: all of it).
+        self.ceiling: int | None = None
+        self._allowed = capacity  # min(capacity, ceiling): what may be in use
         self._in_use = 0
         self._waiters: deque[anyio.Event] = deque()
 
@@ -52,12 +55,28 @@ class Limit:
         """Adaptive concurrency moves the capacity: a higher one admits waiters at once,
         a lower one lets calls in flight finish and hands on no slot until below it."""
         self.capacity = capacity
-        while self._waiters and self._in_use < self.capacity:
+        self._admit()
+
+    def set_ceiling(self, ceiling: int | None) -> None:
+        """Cap the capacity at this process's share of a global limit (may be 0: no
+        slot until the share grows); like a lower capacity, a lower ceiling lets the
+        calls in flight finish and hands on no slot until below it."""
+        self.ceiling = ceiling
+        self._admit()
+
+    def _admit(self) -> None:
+        self._allowed = self.capacity if self.ceiling is None else min(self.capacity, self.ceiling)
+        while self._waiters and self._in_use < self._allowed:
             self._in_use += 1
             self._waiters.popleft().set()
 
+    @property
+    def held(self) -> int:
+        """The slots this process may be using: what it allows or, after a cut, more."""
+        return max(self._allowed, self._in_use)
+
     def try_acquire(self) -> bool:
-        if self._in_use < self.capacity and not self._waiters:
+        if self._in_use < self._allowed and not self._waiters:
             self._in_use += 1
             return True
         return False
@@ -77,7 +96,7 @@ class Limit:
             raise
 
     def release(self) -> None:
-        if self._waiters and self._in_use <= self.capacity:
+        if self._waiters and self._in_use <= self._allowed:
             self._waiters.popleft().set()  # the slot changes hands; in_use stays
         else:
             self._in_use -= 1
@@ -127,6 +146,10 @@ class Limiter:
     def add_run(self, run_id: str, max_concurrency: int | None) -> None:
         if max_concurrency is not None and run_id not in self._runs:
             self._runs[run_id] = Limit(RUN_LIMIT, run_id, max_concurrency)
+
+    def run_limits(self) -> dict[str, Limit]:
+        """The limits of the runs that have one, by run id."""
+        return dict(self._runs)
 
     def remove_run(self, run_id: str) -> None:
         """Forget a finished run's limit (its calls have all returned)."""

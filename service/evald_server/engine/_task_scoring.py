@@ -119,6 +119,8 @@ class TaskScorer:
         task = await self._store.get_task(task_id)
         if task is None or task.state is not TaskState.SCORING:
             return
+        if not await self._store.claim_scoring(task_id):
+            return  # another replica holds its scoring job (a shared store)
         run = await self._store.get_run(task.run_id)
         dataset = await self._store.get_dataset(task.dataset_id)
         assert run is not None

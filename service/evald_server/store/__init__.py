@@ -1,11 +1,15 @@
-"""Persistence: the ``Store`` port and its embedded SQLite implementation."""
+"""Persistence: the ``Store`` port, its embedded SQLite implementation and the
+PostgreSQL one for several replicas (``store._postgres``, imported only when a
+``postgresql://`` URL is opened: its driver is the ``postgres`` extra)."""
 
 from evald_server.store._errors import LiveRunLimitReached, StoreError
 from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
+    CALLS_FINISH,
     CachedAnswer,
     CacheEntry,
+    ChangeKind,
     Claim,
     ClaimedSubtask,
     CompletionReport,
@@ -23,6 +27,7 @@ from evald_server.store._records import (
     RunRow,
     SampleScoreRow,
     StateCounts,
+    StoreChange,
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
@@ -36,10 +41,12 @@ from evald_server.store._sqlite import SqliteStore
 from evald_server.store._store_file import StoreLocked, StoreLost
 
 __all__ = [
+    "CALLS_FINISH",
     "LATEST_VERSION",
     "STORE_OPENERS",
     "CacheEntry",
     "CachedAnswer",
+    "ChangeKind",
     "Claim",
     "ClaimedSubtask",
     "CompletionReport",
@@ -60,6 +67,7 @@ __all__ = [
     "SqliteStore",
     "StateCounts",
     "Store",
+    "StoreChange",
     "StoreError",
     "StoreLocked",
     "StoreLost",

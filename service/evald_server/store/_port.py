@@ -1,20 +1,25 @@
 """The Store port: everything the engine and the application need from persistence.
 
-``SqliteStore`` is the embedded implementation. The methods are shaped so that a
-PostgreSQL backend serving several replicas can implement them without engine changes:
+``SqliteStore`` is the embedded implementation; ``PostgresStore`` serves several
+replicas on one database, without engine changes:
 
 * work is *claimed* (``claim_ready``: ``SELECT … FOR UPDATE SKIP LOCKED`` there) by an
   ``owner``, and outcomes apply only to rows that owner still holds, so a row another
   replica took back is never overwritten;
-* ``requeue_running(owner=None)`` is the single-process restart; a replicated backend
-  would requeue the rows of owners whose lease expired instead;
+* ``requeue_running(owner=None)`` gives back the rows of owners that are not alive: on
+  SQLite every row (the single process restarting), on PostgreSQL those of replicas
+  whose lease expired (its own heartbeat does the same for replicas that die later);
 * event seqs are assigned inside the transaction that appends them (``runs.last_seq``),
   never by the process, so any replica can serve a watch;
 * every mutation that can finish a task returns the tasks it moved to ``scoring``, and
-  ``scoring_task_ids`` finds them again after a crash.
+  ``scoring_task_ids`` finds them again after a crash; ``claim_scoring`` takes a task's
+  scoring job under the owner's lease, so each task is scored once;
+* ``changes`` yields what *other* processes changed that this one must act on (runs
+  created, cancelled, retried or finished elsewhere, new events, freed scoring jobs);
+  on SQLite, one process per file, it yields nothing.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from evald_server.domain import (
@@ -42,6 +47,7 @@ from evald_server.store._records import (
     RecordRow,
     RunRow,
     StateCounts,
+    StoreChange,
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
@@ -59,6 +65,21 @@ class Store(Protocol):
     async def close(self) -> None: ...
     def problem(self) -> str | None:
         """Why the store can no longer be written (e.g. its file was deleted), or None."""
+        ...
+
+    def unavailable(self) -> str | None:
+        """Why the database cannot be reached now (it may come back), or None."""
+        ...
+
+    def changes(self) -> AsyncIterator[StoreChange]:
+        """Changes made by other processes sharing the store, as they commit."""
+        ...
+
+    async def capacity_shares(
+        self, limits: Mapping[str, int], held: Mapping[str, int]
+    ) -> Mapping[str, int]:
+        """This process's share of each model's global ``max_concurrency`` (``limits``),
+        given the slots it may be using now (``held``); the whole limit on SQLite."""
         ...
 
     # Datasets (immutable once created).
@@ -121,6 +142,11 @@ class Store(Protocol):
 
     # Scoring and results.
     async def scoring_task_ids(self) -> list[str]: ...
+    async def claim_scoring(self, task_id: str) -> bool:
+        """Take the task's scoring job (it is in ``scoring`` and no live scorer holds
+        it); False: not this process's to score."""
+        ...
+
     async def task_subtasks(
         self,
         task_id: str,

@@ -7,6 +7,7 @@ engine and the application layer give them meaning. Times are Unix epoch seconds
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from evald_server.domain import (
@@ -422,3 +423,28 @@ class ProfileInputs:
         default_factory=Cost
     )  # of the successful calls; priced: every one had a price
     cache_hits: int = 0  # succeeded from the response cache (no provider call)
+
+
+class ChangeKind(StrEnum):
+    """What another replica changed that this one must act on."""
+
+    EVENTS = "events"  # a run's log grew (detail: its last seq): wake its watchers
+    WORK = "work"  # a run has ready work (new, retried or requeued): dispatch it
+    CANCEL = "cancel"  # a run was cancelled: abort its calls in flight here (see below)
+    FINISHED = "finished"  # a run ended: forget it
+    SCORING = "scoring"  # a task's scoring job is free (detail: the task id)
+    RESYNC = "resync"  # changes may have been missed (the feed reconnected): look again
+
+
+# The detail of a CANCEL whose run stopped for a reason (a budget): the calls in flight
+# finish and count, as on the replica that cancelled it; a user's cancel aborts them.
+CALLS_FINISH = "calls-finish"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreChange:
+    """One change made by another process on a shared store (``Store.changes``)."""
+
+    kind: ChangeKind
+    run_id: str = ""
+    detail: str = ""

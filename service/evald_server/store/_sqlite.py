@@ -16,14 +16,22 @@ the file is still the one that was opened.
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
-from evald_server.domain import Counters, EvalError, RunState, SubtaskPhase, SubtaskState, TaskType
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    RunState,
+    SubtaskPhase,
+    SubtaskState,
+    TaskState,
+    TaskType,
+)
 from evald_server.store import _sql_cache as cache_sql
 from evald_server.store import _sql_claim as claim
 from evald_server.store import _sql_datasets as ds
@@ -35,6 +43,7 @@ from evald_server.store._errors import StoreError
 from evald_server.store._records import (
     CachedAnswer,
     CacheEntry,
+    ChangeKind,
     Claim,
     CompletionReport,
     DatasetRow,
@@ -49,6 +58,7 @@ from evald_server.store._records import (
     RecordRow,
     RunRow,
     StateCounts,
+    StoreChange,
     SubtaskOutcome,
     SubtaskRow,
     TaskFinish,
@@ -116,6 +126,20 @@ class SqliteStore:
         except StoreLost as lost:
             return str(lost)
         return None
+
+    def unavailable(self) -> str | None:
+        return None  # a local file is there or lost (``problem``), never "unreachable"
+
+    async def changes(self) -> AsyncIterator[StoreChange]:
+        """Nothing: one process per file, so no other process changes it."""
+        await anyio.sleep_forever()
+        yield StoreChange(ChangeKind.RESYNC)  # pragma: no cover (never reached)
+
+    async def capacity_shares(
+        self, limits: Mapping[str, int], held: Mapping[str, int]
+    ) -> Mapping[str, int]:
+        """One process: every model's whole limit is its own."""
+        return dict(limits)
 
     @classmethod
     async def from_url(cls, url: str, *, events_retained_per_run: int = 100_000) -> "SqliteStore":
@@ -283,6 +307,11 @@ class SqliteStore:
     # Scoring and results.
     async def scoring_task_ids(self) -> list[str]:
         return await self._read(reads.scoring_task_ids)
+
+    async def claim_scoring(self, task_id: str) -> bool:
+        """One process per file: a task in ``scoring`` is this process's to score."""
+        task = await self._read(reads.get_task, task_id)
+        return task is not None and task.state is TaskState.SCORING
 
     async def task_subtasks(
         self,

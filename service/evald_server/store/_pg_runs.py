@@ -1,0 +1,429 @@
+"""Run transitions on PostgreSQL: create (idempotent across replicas, quota-checked),
+cancel, retry, requeue, a model's work failed, and a task's end under its scoring lease.
+
+Each transaction locks its run row first (``_pg_common``) and notifies the other
+replicas of what they must act on: new work, a cancel, a finished run.
+"""
+
+from collections.abc import Iterator, Sequence
+
+import asyncpg
+
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    EventKind,
+    RunState,
+    SubtaskState,
+    TaskState,
+    inference_finished,
+    run_state_if_done,
+)
+from evald_server.store._errors import LiveRunLimitReached
+from evald_server.store._pg_common import (
+    CANCEL,
+    EVERYONE,
+    FINISHED,
+    NEW_SUBTASK_COLUMNS,
+    WORK,
+    append_events,
+    apply_deltas,
+    count_moves,
+    lock_runs,
+    notice,
+    notify,
+    read_run,
+)
+from evald_server.store._pg_work import finish_ready_tasks
+from evald_server.store._records import (
+    CALLS_FINISH,
+    COUNTER_COLUMNS,
+    FinishReport,
+    NewEvent,
+    NewRun,
+    NewTask,
+    RunRow,
+    TaskFinish,
+    TransitionReport,
+)
+from evald_server.store._sql_common import CounterDeltas, dumps, error_json, state_event
+
+_S = SubtaskState
+_NOTHING = TransitionReport(changed=0, finished_tasks=(), events=())
+
+
+async def create_run(
+    conn: asyncpg.Connection,
+    run: NewRun,
+    tasks: Sequence[NewTask],
+    retain: int,
+    max_live_runs: int | None,
+    origin: str,
+) -> tuple[RunRow, bool]:
+    """Insert the run, its tasks and every subtask (``COPY``) in one transaction.
+
+    The tenant's advisory lock orders concurrent creates of one tenant on every
+    replica, so the live-run quota and the request id are decided one create at a time
+    (the unique index on (tenant, request_id) backs the latter up). A run id that is
+    already stored is this create committed by an attempt whose answer was lost.
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"tenant:{run.tenant}")
+        if run.request_id is not None:
+            found = await conn.fetchval(
+                "SELECT run_id FROM runs WHERE tenant = $1 AND request_id = $2",
+                run.tenant,
+                run.request_id,
+            )
+            if found is not None:
+                existing = await read_run(conn, found)
+                assert existing is not None
+                return existing, found == run.run_id
+        again = await read_run(conn, run.run_id)
+        if again is not None:
+            return again, True
+        if max_live_runs is not None:
+            live = await conn.fetchval(
+                "SELECT COUNT(*) FROM runs WHERE tenant = $1 AND state IN ('pending', 'running')",
+                run.tenant,
+            )
+            if live >= max_live_runs:
+                raise LiveRunLimitReached(int(live), max_live_runs)
+        total = sum(t.record_count * run.repeat for t in tasks)
+        await conn.execute(
+            "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
+            "total, pending, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $8)",
+            run.run_id,
+            run.tenant,
+            run.name,
+            run.request_id,
+            run.request_hash,
+            dumps(run.spec),
+            total,
+            run.created_at,
+        )
+        await conn.executemany(
+            "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
+            "total, pending, judge_model_id, judge_rounds) "
+            "VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $8, $9)",
+            [
+                (
+                    t.task_id,
+                    run.run_id,
+                    t.ordinal,
+                    t.model_id,
+                    dumps(t.model),
+                    t.dataset_id,
+                    t.record_count * run.repeat,
+                    t.judge_model_id,
+                    t.judge_rounds,
+                )
+                for t in tasks
+            ],
+        )
+        await conn.copy_records_to_table(
+            "subtasks",
+            records=_subtask_rows(run, tasks),
+            columns=NEW_SUBTASK_COLUMNS,
+        )
+        created_event = state_event(RunState.PENDING, run.created_at)
+        await append_events(conn, run.run_id, [created_event], retain, origin)
+        await notify(conn, [notice(WORK, origin, run.run_id)])
+        created = await read_run(conn, run.run_id)
+    assert created is not None
+    return created, True
+
+
+def _subtask_rows(
+    run: NewRun, tasks: Sequence[NewTask]
+) -> Iterator[tuple[str, str, str, int, int, str, float]]:
+    for task in tasks:
+        for idx in range(task.record_count):
+            for repeat in range(run.repeat):
+                yield (
+                    run.run_id,
+                    task.task_id,
+                    task.model_id,
+                    idx,
+                    repeat,
+                    "pending",
+                    run.created_at,
+                )
+
+
+async def cancel_run(
+    conn: asyncpg.Connection,
+    run_id: str,
+    now: float,
+    retain: int,
+    origin: str,
+    reason: str | None = None,
+) -> TransitionReport:
+    """Mark the run cancelled and cancel its pending and waiting subtasks; every replica
+    is told, so the one running its calls aborts them (or, for a ``reason`` such as a
+    budget, lets them finish). The first reason given is kept."""
+    async with conn.transaction():
+        await lock_runs(conn, [run_id])
+        row = await conn.fetchrow(
+            f"SELECT state, cancel_requested, {', '.join(COUNTER_COLUMNS)} FROM runs "
+            "WHERE run_id = $1",
+            run_id,
+        )
+        if row is None or RunState(row[0]).is_terminal or inference_finished(Counters(*row[2:])):
+            return _NOTHING
+        already = bool(row[1])
+        deltas = CounterDeltas()
+        changed = 0
+        for state in (_S.PENDING, _S.FAILED):
+            moved = await conn.fetch(
+                "UPDATE subtasks SET state = 'cancelled', next_attempt_at = NULL, "
+                "updated_at = $2 WHERE run_id = $1 AND state = $3 RETURNING task_id",
+                run_id,
+                now,
+                state.value,
+            )
+            changed += count_moves(deltas, run_id, (r[0] for r in moved), state, _S.CANCELLED)
+        await conn.execute(
+            "UPDATE runs SET cancel_requested = TRUE, cancel_reason = COALESCE(cancel_reason, $2) "
+            "WHERE run_id = $1",
+            run_id,
+            reason,
+        )
+        await apply_deltas(conn, deltas)
+        task_ids = [r[0] for r in await conn.fetch(_TASKS_OF_RUN, run_id)]
+        finished = await finish_ready_tasks(conn, task_ids, now)
+        events = []
+        if not already:
+            run_state = RunState(row[0])
+            event = state_event(
+                run_state, now, run_state, cancel_requested=True, cancel_reason=reason
+            )
+            events = await append_events(conn, run_id, [event], retain, origin)
+        await notify(conn, [notice(CANCEL, origin, run_id, "" if reason is None else CALLS_FINISH)])
+    return TransitionReport(changed=changed, finished_tasks=tuple(finished), events=tuple(events))
+
+
+_TASKS_OF_RUN = "SELECT task_id FROM tasks WHERE run_id = $1 ORDER BY ordinal"
+
+
+async def retry_failed(
+    conn: asyncpg.Connection,
+    run_id: str,
+    task_ids: Sequence[str],
+    categories: Sequence[str],
+    now: float,
+    retain: int,
+    reasons: Sequence[str],
+    states: Sequence[str],
+    origin: str,
+) -> TransitionReport:
+    """Re-queue the run's subtasks in ``states`` (optionally of some tasks, or whose last
+    error has one of some categories or reasons) with a fresh retry budget."""
+    async with conn.transaction():
+        runs = await lock_runs(conn, [run_id])
+        if run_id not in runs:
+            return _NOTHING
+        sql = (
+            "UPDATE subtasks s SET state = 'pending', attempt = 0, next_attempt_at = NULL, "
+            "failed_rate_limited = 0, failed_timeout = 0, failed_transient = 0, "
+            "updated_at = $2 FROM subtasks old WHERE old.row_id = s.row_id "
+            "AND s.run_id = $1 AND s.state = ANY($3::text[])"
+        )
+        params: list[object] = [run_id, now, list(states)]
+        if task_ids:
+            params.append(list(task_ids))
+            sql += f" AND s.task_id = ANY(${len(params)}::text[])"
+        if categories:
+            params.append(list(categories))
+            sql += f" AND (s.last_error::json ->> 'category') = ANY(${len(params)}::text[])"
+        if reasons:
+            params.append(list(reasons))
+            sql += f" AND (s.last_error::json ->> 'reason') = ANY(${len(params)}::text[])"
+        rows = await conn.fetch(sql + " RETURNING s.task_id, s.model_id, old.state", *params)
+        if not rows:
+            return _NOTHING
+        deltas = CounterDeltas()
+        for task_id, _model, state in rows:
+            deltas.move(run_id, task_id, _S(state), _S.PENDING)
+        await apply_deltas(conn, deltas)
+        touched = sorted(deltas.tasks)
+        await conn.execute(
+            "UPDATE tasks SET state = 'running', result_status = NULL, finished_at = NULL, "
+            "scorer = NULL WHERE task_id = ANY($1::text[])",
+            touched,
+        )
+        await conn.execute("DELETE FROM results WHERE task_id = ANY($1::text[])", touched)
+        previous = RunState(runs[run_id]["state"])
+        await conn.execute(
+            "UPDATE runs SET state = 'running', finished_at = NULL, terminal_seq = NULL, "
+            "cancel_requested = FALSE, cancel_reason = NULL WHERE run_id = $1",
+            run_id,
+        )
+        event = state_event(RunState.RUNNING, now, previous, retried=len(rows))
+        events = await append_events(conn, run_id, [event], retain, origin)
+        await notify(conn, [notice(WORK, origin, run_id)])
+    return TransitionReport(
+        changed=len(rows),
+        finished_tasks=(),
+        events=tuple(events),
+        models=tuple(sorted({r[1] for r in rows})),
+    )
+
+
+async def requeue_running(
+    conn: asyncpg.Connection, owners: Sequence[str] | None, live: Sequence[str], now: float
+) -> int:
+    """Give ``running`` subtasks back to ``pending`` without spending a retry: those of
+    ``owners``, or (``owners`` None) those of every owner not in ``live``. Every replica
+    is told that the runs have work again."""
+    if owners is None:
+        guard, params = "NOT (owner = ANY($1::text[]))", list(live)
+    else:
+        guard, params = "owner = ANY($1::text[])", list(owners)
+    sql = f"SELECT DISTINCT run_id FROM subtasks WHERE state = 'running' AND {guard}"
+    total = 0
+    for (run_id,) in await conn.fetch(sql, params):
+        total += await _requeue_run(conn, run_id, owners, live, now)
+    return total
+
+
+async def _requeue_run(
+    conn: asyncpg.Connection,
+    run_id: str,
+    owners: Sequence[str] | None,
+    live: Sequence[str],
+    now: float,
+) -> int:
+    async with conn.transaction():
+        await lock_runs(conn, [run_id])
+        guard = "owner = ANY($3::text[])" if owners is not None else "NOT (owner = ANY($3::text[]))"
+        rows = await conn.fetch(
+            "UPDATE subtasks SET state = 'pending', owner = NULL, claim_token = NULL, "
+            f"updated_at = $2 WHERE run_id = $1 AND state = 'running' AND {guard} "
+            "RETURNING task_id",
+            run_id,
+            now,
+            list(owners) if owners is not None else list(live),
+        )
+        deltas = CounterDeltas()
+        moved = count_moves(deltas, run_id, (r[0] for r in rows), _S.RUNNING, _S.PENDING)
+        await apply_deltas(conn, deltas)
+        if moved:
+            await notify(conn, [notice(WORK, EVERYONE, run_id)])
+    return moved
+
+
+async def fail_model_work(
+    conn: asyncpg.Connection, run_id: str, model_id: str, error: EvalError, now: float
+) -> list[str]:
+    """Fail the unfinished subtasks of (run, model) permanently; returns the tasks this
+    finished."""
+    async with conn.transaction():
+        await lock_runs(conn, [run_id])
+        text = error_json(error)
+        rows = await conn.fetch(
+            "UPDATE subtasks s SET state = 'failed_permanent', owner = NULL, claim_token = NULL, "
+            "updated_at = $3, next_attempt_at = NULL, "
+            "first_error = COALESCE(s.first_error, $4), last_error = $4 "
+            "FROM subtasks old WHERE old.row_id = s.row_id AND s.run_id = $1 "
+            "AND s.model_id = $2 AND s.state IN ('pending', 'failed', 'running') "
+            "RETURNING s.task_id, old.state",
+            run_id,
+            model_id,
+            now,
+            text,
+        )
+        deltas = CounterDeltas()
+        for task_id, state in rows:
+            deltas.move(run_id, task_id, _S(state), _S.FAILED_PERMANENT)
+        await apply_deltas(conn, deltas)
+        return await finish_ready_tasks(conn, list(deltas.tasks), now)
+
+
+async def claim_scoring(conn: asyncpg.Connection, task_id: str, owner: str, live: str) -> bool:
+    """Take the task's scoring job: free, ours already, or held by a dead scorer."""
+    claimed = await conn.fetchval(
+        "UPDATE tasks SET scorer = $2 WHERE task_id = $1 AND state = 'scoring' AND "
+        "(scorer IS NULL OR scorer = $2 OR NOT EXISTS (SELECT 1 FROM replicas "
+        f"WHERE replicas.owner = tasks.scorer AND {live})) RETURNING 1",
+        task_id,
+        owner,
+    )
+    return claimed is not None
+
+
+async def finish_task(
+    conn: asyncpg.Connection, finish: TaskFinish, retain: int, owner: str
+) -> FinishReport:
+    """Store a task's result and final state unless another scorer holds its job; end
+    the run when it was the last task."""
+    async with conn.transaction():
+        run_id = await conn.fetchval("SELECT run_id FROM tasks WHERE task_id = $1", finish.task_id)
+        if run_id is None:
+            return FinishReport(events=(), run_state=None)
+        runs = await lock_runs(conn, [run_id])
+        updated = await conn.fetchval(
+            "UPDATE tasks SET state = $1, result_status = $2, "
+            "finished_at = COALESCE(finished_at, $3) WHERE task_id = $4 AND state = 'scoring' "
+            "AND (scorer IS NULL OR scorer = $5) RETURNING run_id",
+            finish.state.value,
+            finish.result_status,
+            finish.time,
+            finish.task_id,
+            owner,
+        )
+        if updated is None:
+            return FinishReport(events=(), run_state=None)  # retried, taken over or finished
+        await conn.execute(
+            "INSERT INTO results (task_id, run_id, result) VALUES ($1, $2, $3) "
+            "ON CONFLICT (task_id) DO UPDATE SET result = EXCLUDED.result",
+            finish.task_id,
+            run_id,
+            dumps(finish.result),
+        )
+        scores = [
+            (
+                s.row_id,
+                None if s.scores is None else dumps({"scores": s.scores, "flags": list(s.flags)}),
+                s.correct,
+                None if s.judgement is None else dumps(s.judgement),
+            )
+            for s in finish.sample_scores
+        ]
+        if scores:
+            await conn.executemany(
+                "UPDATE subtasks SET scores = $2, correct = $3, judgement = $4 WHERE row_id = $1",
+                scores,
+            )
+        new_events = [
+            NewEvent(kind=EventKind.TASK_SCORED, payload=finish.event_payload, time=finish.time)
+        ]
+        states = [
+            TaskState(r[0])
+            for r in await conn.fetch("SELECT state FROM tasks WHERE run_id = $1", run_id)
+        ]
+        previous = runs[run_id]
+        run_state = run_state_if_done(states, cancel_requested=bool(previous["cancel_requested"]))
+        if run_state is not None:
+            await conn.execute(
+                "UPDATE runs SET state = $2, finished_at = $3 WHERE run_id = $1",
+                run_id,
+                run_state.value,
+                finish.time,
+            )
+            reason = await conn.fetchval("SELECT cancel_reason FROM runs WHERE run_id = $1", run_id)
+            new_events.append(
+                state_event(
+                    run_state,
+                    finish.time,
+                    RunState(previous["state"]),
+                    cancel_reason=reason if run_state is RunState.CANCELLED else None,
+                )
+            )
+        events = await append_events(conn, run_id, new_events, retain, owner)
+        if run_state is not None:
+            await conn.execute(
+                "UPDATE runs SET terminal_seq = $2 WHERE run_id = $1", run_id, events[-1].seq
+            )
+            await notify(conn, [notice(FINISHED, owner, run_id)])
+    return FinishReport(events=tuple(events), run_state=run_state)
