@@ -8,7 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from evald_client import AsyncEvaldClient
+from evald_client import AsyncEvaldClient, Unavailable
 from evald_server.config import ConfigError, parse_config
 from tests._postgres import empty, pg_url
 from tests._shared import wait_for
@@ -109,3 +109,44 @@ def test_the_database_password_stays_out_of_start_errors_and_logs(tmp_path: Path
     said = server.stderr()
     assert "cannot open the store postgresql://evald@127.0.0.1:1/evald" in said
     assert "s3cret-pw" not in said
+
+
+async def test_calls_answer_store_unavailable_while_the_database_stays_away(
+    tmp_path: Path, pg_url: str
+) -> None:
+    await empty(pg_url)
+    target = urlsplit(pg_url)
+    proxy = TcpProxy(target.hostname or "127.0.0.1", target.port or 5432)
+    await proxy.start()
+    data = config_data(tmp_path)
+    data["store"] = {
+        "url": _through(pg_url, proxy.port),
+        "replica_id": "solo",
+        "lease_s": 2.0,
+        "heartbeat_s": 0.2,
+        "unavailable_wait_s": 0.5,
+    }
+    async with running_server(parse_config(data)) as address, AsyncEvaldClient(address) as client:
+
+        async def runs() -> list[object]:
+            return [run async for run in client.list_runs()]
+
+        assert await runs() == []
+        await proxy.cut()
+        with pytest.raises(Unavailable) as refused:
+            await runs()
+        # A retryable refusal in the taxonomy, not INTERNAL; where the database lives
+        # stays in the server's log.
+        assert refused.value.reason == "STORE_UNAVAILABLE", refused.value
+        assert refused.value.retry_after is not None
+        assert str(proxy.port) not in str(refused.value)
+        await proxy.restore()
+
+        async def answered() -> bool:
+            try:
+                return await runs() == []
+            except Unavailable:
+                return False
+
+        await wait_for(answered, timeout_s=30, every_s=0.2)
+    await proxy.cut()

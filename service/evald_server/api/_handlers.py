@@ -1,7 +1,9 @@
 """The edge of every RPC: authenticate, refuse while draining, map errors.
 
-Expected failures (``EvaldError``) become a rich ``google.rpc.Status``; anything else
-is a bug: logged with its traceback and answered INTERNAL without details.
+Expected failures (``EvaldError``) become a rich ``google.rpc.Status``; a database out
+of reach (``StoreUnavailable``) is UNAVAILABLE, STORE_UNAVAILABLE, retryable (its
+details, which name the database, stay in the log); anything else is a bug: logged
+with its traceback and answered INTERNAL without details.
 """
 
 import asyncio
@@ -16,6 +18,7 @@ from evald_server.api._auth import TokenAuthenticator
 from evald_server.api._registration import UndecodableRequest
 from evald_server.api._status import internal_status, rpc_status_for, to_grpc_status
 from evald_server.domain import ErrorReason, EvaldError, InvalidArgument
+from evald_server.store import StoreUnavailable
 
 log = logging.getLogger("evald.api")
 
@@ -41,6 +44,14 @@ def server_draining() -> ServerDraining:
     return ServerDraining(
         ErrorReason.SERVER_DRAINING,
         "the server is draining; retry on another replica",
+        retry_after_s=1.0,
+    )
+
+
+def store_unavailable() -> EvaldError:
+    return EvaldError(
+        ErrorReason.STORE_UNAVAILABLE,
+        "the server's database is unreachable; retry shortly, here or on another replica",
         retry_after_s=1.0,
     )
 
@@ -78,6 +89,9 @@ def _admit(servicer: ServingState, context: grpc.aio.ServicerContext[Any, Any]) 
 async def _abort(
     context: grpc.aio.ServicerContext[Any, Any], error: BaseException, method: str
 ) -> None:
+    if isinstance(error, StoreUnavailable):
+        log.warning("%s: %s", method, error)
+        error = store_unavailable()
     if isinstance(error, EvaldError):
         await context.abort_with_status(to_grpc_status(rpc_status_for(error)))
     log.error("unexpected error in %s", method, exc_info=error)

@@ -2,7 +2,7 @@
 PostgreSQL one for several replicas (``store._postgres``, imported only when a
 ``postgresql://`` URL is opened: its driver is the ``postgres`` extra)."""
 
-from evald_server.store._errors import LiveRunLimitReached, StoreError
+from evald_server.store._errors import LiveRunLimitReached, StoreError, StoreUnavailable
 from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
@@ -69,6 +69,7 @@ __all__ = [
     "Store",
     "StoreChange",
     "StoreError",
+    "StoreUnavailable",
     "StoreLocked",
     "StoreLost",
     "SubtaskOutcome",

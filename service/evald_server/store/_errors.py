@@ -5,6 +5,10 @@ class StoreError(Exception):
     """The database cannot be used: a newer schema, a bad URL, or corruption."""
 
 
+class StoreUnavailable(StoreError):
+    """The database could not be reached within the store's ``wait_s``."""
+
+
 class LiveRunLimitReached(Exception):
     """A tenant already has ``live`` unfinished runs, the most ``create_run`` allows."""
 

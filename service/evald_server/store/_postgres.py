@@ -50,7 +50,7 @@ from evald_server.store import _pg_leases as leases
 from evald_server.store import _pg_reads as reads
 from evald_server.store import _pg_runs as runs
 from evald_server.store import _pg_work as work
-from evald_server.store._errors import StoreError
+from evald_server.store._errors import StoreError, StoreUnavailable
 from evald_server.store._pg_common import (
     EVERYONE,
     SCORING,
@@ -107,10 +107,6 @@ _LOST = (
 )
 # Lost races that PostgreSQL resolves by aborting one transaction: run it again.
 _CONFLICT = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
-
-
-class StoreUnavailable(StoreError):
-    """The database could not be reached within the store's ``wait_s``."""
 
 
 def redact(url: str) -> str:
