@@ -6,7 +6,7 @@ from typing import Any
 
 import asyncpg
 
-from evald_server.domain import Cost, Counters, EventKind, SubtaskPhase, SubtaskState, TaskType
+from evald_server.domain import Counters, EventKind, SubtaskPhase, SubtaskState, TaskType
 from evald_server.store._pg_common import run_with_oldest
 from evald_server.store._records import (
     COUNTER_COLUMNS,
@@ -320,31 +320,14 @@ async def profile_inputs(
         task_id,
         p,
     )
-    return ProfileInputs(
-        counters=await recount_task(conn, task_id, phase),
-        requests=int(sums[0]),
-        retries=int(sums[1]),
-        rate_limited=int(sums[2]),
-        prompt_tokens=int(sums[3]),
-        completion_tokens=int(sums[4]),
-        call_time_s=float(sums[5]),
-        latencies_s=tuple(t[0] for t in timings if t[0] is not None),
-        ttfts_s=tuple(t[1] for t in timings if t[1] is not None),
-        started_at=task.started_at,
-        finished_at=task.finished_at,
-        failure_reasons=tuple((str(r[0]), int(r[1])) for r in reasons),
-        truncated=int(answers[0]),
-        empty=int(answers[1]),
-        usage_unknown=int(answers[2]),
-        decode_tokens=int(answers[3]),
-        decode_time_s=float(answers[4]),
-        cost=Cost(
-            picousd=int(cost[0]),
-            tokens=int(cost[1]),
-            estimated=bool(cost[2]),
-            priced=int(cost[3]) == 0,
-        ),
-        cache_hits=int(sums[6]),
+    return ProfileInputs.from_sums(
+        await recount_task(conn, task_id, phase),
+        task,
+        sums=sums,
+        timings=timings,
+        answers=answers,
+        cost=cost,
+        reasons=reasons,
     )
 
 

@@ -5,7 +5,7 @@ engine and the application layer give them meaning. Times are Unix epoch seconds
 (``time.time()``), because retry times must survive a restart.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -423,6 +423,48 @@ class ProfileInputs:
         default_factory=Cost
     )  # of the successful calls; priced: every one had a price
     cache_hits: int = 0  # succeeded from the response cache (no provider call)
+
+    @classmethod
+    def from_sums(
+        cls,
+        counters: Counters,
+        task: "TaskRow",
+        *,
+        sums: Sequence[Any],
+        timings: Iterable[Sequence[Any]],
+        answers: Sequence[Any],
+        cost: Sequence[Any],
+        reasons: Iterable[Sequence[Any]],
+    ) -> "ProfileInputs":
+        """Built from the rows of the aggregate queries both stores run (the same
+        columns in the same order; only their SQL dialects differ)."""
+        timings = list(timings)
+        return cls(
+            counters=counters,
+            requests=int(sums[0]),
+            retries=int(sums[1]),
+            rate_limited=int(sums[2]),
+            prompt_tokens=int(sums[3]),
+            completion_tokens=int(sums[4]),
+            call_time_s=float(sums[5]),
+            latencies_s=tuple(t[0] for t in timings if t[0] is not None),
+            ttfts_s=tuple(t[1] for t in timings if t[1] is not None),
+            started_at=task.started_at,
+            finished_at=task.finished_at,
+            failure_reasons=tuple((str(r[0]), int(r[1])) for r in reasons),
+            truncated=int(answers[0]),
+            empty=int(answers[1]),
+            usage_unknown=int(answers[2]),
+            decode_tokens=int(answers[3]),
+            decode_time_s=float(answers[4]),
+            cost=Cost(
+                picousd=int(cost[0]),
+                tokens=int(cost[1]),
+                estimated=bool(cost[2]),
+                priced=int(cost[3]) == 0,
+            ),
+            cache_hits=int(sums[6]),
+        )
 
 
 class ChangeKind(StrEnum):

@@ -299,31 +299,14 @@ def profile_inputs(
         "GROUP BY reason ORDER BY n DESC",
         (task_id, int(phase)),
     ).fetchall()
-    return ProfileInputs(
-        counters=recount_task(conn, task_id, phase),
-        requests=int(sums[0]),
-        retries=int(sums[1]),
-        rate_limited=int(sums[2]),
-        prompt_tokens=int(sums[3]),
-        completion_tokens=int(sums[4]),
-        call_time_s=float(sums[5]),
-        latencies_s=tuple(t[0] for t in timings if t[0] is not None),
-        ttfts_s=tuple(t[1] for t in timings if t[1] is not None),
-        started_at=task.started_at,
-        finished_at=task.finished_at,
-        failure_reasons=tuple((str(r[0]), int(r[1])) for r in reasons),
-        truncated=int(answers[0]),
-        empty=int(answers[1]),
-        usage_unknown=int(answers[2]),
-        decode_tokens=int(answers[3]),
-        decode_time_s=float(answers[4]),
-        cost=Cost(
-            picousd=int(cost[0]),
-            tokens=int(cost[1]),
-            estimated=bool(cost[2]),
-            priced=int(cost[3]) == 0,
-        ),
-        cache_hits=int(sums[6]),
+    return ProfileInputs.from_sums(
+        recount_task(conn, task_id, phase),
+        task,
+        sums=sums,
+        timings=timings,
+        answers=answers,
+        cost=cost,
+        reasons=reasons,
     )
 
 
