@@ -1,7 +1,8 @@
 """A scoring worker imports what scoring needs, not the server's network stack.
 
 Each worker is a spawned process that imports the scoring pool and the scorers; every
-module it drags in is resident memory in every worker (aiohttp alone is ~18 MB).
+module it drags in is resident memory in every worker (aiohttp alone is ~18 MB;
+pydantic with the record schemas ~17 MB, importlib.metadata ~2.6 MB).
 """
 
 import json
@@ -38,4 +39,20 @@ def test_a_scoring_worker_does_not_import_the_network_stack() -> None:
     modules = _modules_of_a_worker()
     heavy = {"aiohttp", "grpc", "google.protobuf", "rouge_score", "nltk"}
     loaded = {name for name in heavy if name in modules}
+    assert not loaded, f"a scoring worker imports {sorted(loaded)}"
+
+
+def test_a_scoring_worker_does_not_import_the_record_schemas() -> None:
+    # Scorers read gold text and choices, they never validate a record: the schemas
+    # (pydantic) and the JSONL parser load only when an upload is parsed.
+    modules = _modules_of_a_worker()
+    unwanted = {
+        "pydantic",
+        "pydantic_core",
+        "evald_server.datasets._records",
+        "evald_server.datasets._parser",
+        "evald_server.config",
+        "importlib.metadata",
+    }
+    loaded = unwanted & modules
     assert not loaded, f"a scoring worker imports {sorted(loaded)}"

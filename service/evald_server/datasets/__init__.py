@@ -1,4 +1,11 @@
-"""Datasets: record schemas per task type, the JSONL parser, prompts and gold text."""
+"""Datasets: record schemas per task type, the JSONL parser, prompts and gold text.
+
+The parser and the record schemas (pydantic) are imported on first use of their names:
+a scoring worker reads gold text and choices through this package but never parses an
+upload, and pydantic with the schemas' validators is ~17 MB of every worker's memory.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from evald_server.datasets._bio import bio_entities
 from evald_server.datasets._chat import (
@@ -11,8 +18,8 @@ from evald_server.datasets._chat import (
     shot_positions,
     shots_needed,
 )
+from evald_server.datasets._choices import MAX_CHOICES, choice_letter, gold_choice_index
 from evald_server.datasets._numbers import last_number, reference_number
-from evald_server.datasets._parser import DatasetRecord, ParsedDataset, parse_jsonl
 from evald_server.datasets._prompts import (
     PLACEHOLDERS,
     prompt_text,
@@ -20,7 +27,6 @@ from evald_server.datasets._prompts import (
     template_sha256,
     validate_template,
 )
-from evald_server.datasets._records import MAX_CHOICES, choice_letter, gold_choice_index
 from evald_server.datasets._references import (
     expected_text,
     gold_entities,
@@ -28,6 +34,20 @@ from evald_server.datasets._references import (
     simulator_reference,
 )
 from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
+
+if TYPE_CHECKING:
+    from evald_server.datasets._parser import DatasetRecord, ParsedDataset, parse_jsonl
+
+_PARSER_NAMES = frozenset({"DatasetRecord", "ParsedDataset", "parse_jsonl"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PARSER_NAMES:
+        from evald_server.datasets import _parser
+
+        return getattr(_parser, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MAX_CHOICES",

@@ -6,7 +6,6 @@ a typo (``lable``) fails the upload instead of silently dropping the gold data.
 """
 
 import re
-from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from evald_server.datasets._choices import MAX_CHOICES, choice_letter, gold_choice_index
 from evald_server.datasets._numbers import reference_number
 from evald_server.datasets._regex import InvalidRegex, compile_regex
 from evald_server.domain import TaskType
@@ -130,14 +130,6 @@ class GenerationRecord(_Record):
         return self
 
 
-MAX_CHOICES = 26  # lettered A-Z
-
-
-def choice_letter(index: int) -> str:
-    """The letter of the ``index``-th choice (0 → "A")."""
-    return chr(ord("A") + index)
-
-
 class MultipleChoiceRecord(_Record):
     """A question with its own choices (2-26, lettered A, B, ... in order) and the gold
     choice as ``answer_index`` (0-based) or ``answer_letter`` ("A"-"Z"), not both."""
@@ -162,13 +154,6 @@ class MultipleChoiceRecord(_Record):
                 f"{len(self.choices)} choices"
             )
         return self
-
-
-def gold_choice_index(fields: Mapping[str, Any]) -> int:
-    """The 0-based gold choice of a multiple-choice record (either gold field)."""
-    if fields.get("answer_index") is not None:
-        return int(fields["answer_index"])
-    return ord(str(fields["answer_letter"]).upper()) - ord("A")
 
 
 RECORD_MODELS: dict[TaskType, type[_Record]] = {

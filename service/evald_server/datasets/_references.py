@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from evald_server.datasets._bio import bio_entities
+from evald_server.datasets._choices import choice_letter, gold_choice_index
 from evald_server.datasets._numbers import reference_number
-from evald_server.datasets._records import choice_letter, gold_choice_index
 from evald_server.domain import TaskType
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -1,7 +1,6 @@
 """The scorer registry: one versioned scorer per task type, and ``score_task``."""
 
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Protocol
 
 from evald_server.domain import TaskType
@@ -68,6 +67,10 @@ def score_task(
 
 def scorer_dependencies(task_type: TaskType) -> dict[str, str]:
     """``{distribution: version}`` of the libraries behind the scorer of ``task_type``."""
+    # Here, not at the top: only the server asks, and a scoring worker would pay ~2.6 MB
+    # for importlib.metadata (email, zipfile, csv) it never uses.
+    from importlib import metadata
+
     libraries: Sequence[str] = getattr(scorer_for(task_type), "libraries", ())
     versions = {}
     for name in libraries:
