@@ -4,6 +4,7 @@ both must give back exactly what they were given."""
 import json
 import pickle
 import random
+import tracemalloc
 
 import pytest
 
@@ -61,6 +62,33 @@ def test_row_ids_travel_as_integers() -> None:
     assert columns == rows
     assert len(pickle.dumps(columns)) < 0.75 * len(pickle.dumps(rows))
     assert all(type(s.subtask_id) is str for s in columns)
+
+
+def _unpickled_bytes(data: bytes) -> int:
+    tracemalloc.start()
+    try:
+        loaded = pickle.loads(data)
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del loaded
+    return size
+
+
+def test_flags_travel_as_one_column_whatever_their_share() -> None:
+    # A classification task whose every output maps to no label flags every sample (a
+    # tuple of its own each, as a scorer builds them): the reply the server unpickles
+    # must not hold an object per flagged sample.
+    n = 10_000
+    flagged = [SampleScore(str(i), {"correct": 0.0}, (f"{'unmapped'}",), False) for i in range(n)]
+    plain = [SampleScore(str(i), {"correct": 0.0}, (), False) for i in range(n)]
+    flagged_size, plain_size = (
+        _unpickled_bytes(pickle.dumps(SampleScores(x))) for x in (flagged, plain)
+    )
+    assert flagged_size < plain_size + 8 * n  # one int per sample, at most
+    assert SampleScores(flagged) == flagged
+    mixed = [*plain[:3], *flagged[3:5], SampleScore("5", {}, ("a", "b"), None), plain[6]]
+    assert pickle.loads(pickle.dumps(SampleScores(mixed))) == mixed
 
 
 @pytest.mark.parametrize("task_type", list(TaskType))

@@ -2,10 +2,14 @@
 
 100,000 ``SampleScore`` objects (each with its own dict) are ~40 MB once unpickled in
 the server; the same scores as flat arrays are ~2 MB, and the server turns them into
-rows one at a time while it stores them. ``SampleScores`` is a read-only
-``Sequence[SampleScore]`` that builds each ``SampleScore`` when it is read, equal to the
-list of the same scores. Exact: every score is a float kept as a C double, and each
-sample keeps its own score names in their order.
+rows one at a time while it stores them. Flags are columns too (an index into the
+task's distinct flag sets per sample): a task whose every output is flagged (none maps
+to a label) held a dict entry and a tuple per sample, ~15 MB at 100,000.
+
+``SampleScores`` is a read-only ``Sequence[SampleScore]`` that builds each
+``SampleScore`` when it is read, equal to the list of the same scores. Exact: every
+score is a float kept as a C double, and each sample keeps its own score names in their
+order.
 """
 
 from __future__ import annotations  # array[...] is subscriptable at run time from 3.12
@@ -29,7 +33,15 @@ def _int_ids(ids: list[str]) -> array[int] | None:
 
 
 class SampleScores(Sequence[SampleScore]):
-    __slots__ = ("_columns", "_correct", "_flags", "_ids", "_layout_of", "_layouts")
+    __slots__ = (
+        "_columns",
+        "_correct",
+        "_flag_sets",
+        "_flags_of",
+        "_ids",
+        "_layout_of",
+        "_layouts",
+    )
 
     def __init__(self, items: Iterable[SampleScore] = ()) -> None:
         ids: list[str] = []
@@ -37,7 +49,8 @@ class SampleScores(Sequence[SampleScore]):
         layout_of = array("I")
         columns: dict[str, array[float]] = {}
         correct = array("b")
-        flags: dict[int, tuple[str, ...]] = {}  # sparse: most samples have none
+        flag_sets: dict[tuple[str, ...], int] = {(): 0}
+        flags_of: array[int] | None = None  # None while no sample has a flag
         for index, item in enumerate(items):
             ids.append(item.subtask_id)
             names = tuple(item.scores)
@@ -50,14 +63,17 @@ class SampleScores(Sequence[SampleScore]):
                 if len(column) == index:  # not a score of this sample: padding
                     column.append(0.0)
             correct.append(_NONE if item.correct is None else int(item.correct))
-            if item.flags:
-                flags[index] = tuple(item.flags)
+            if item.flags and flags_of is None:
+                flags_of = array("I", bytes(4 * index))  # the samples before: no flag
+            if flags_of is not None:
+                flags_of.append(flag_sets.setdefault(tuple(item.flags), len(flag_sets)))
         self._ids: array[int] | tuple[str, ...] = _int_ids(ids) or tuple(ids)
         self._layouts = tuple(layouts)
         self._layout_of = layout_of
         self._columns = columns
         self._correct = correct
-        self._flags = flags
+        self._flag_sets = tuple(flag_sets)
+        self._flags_of = flags_of
 
     def __len__(self) -> int:
         return len(self._correct)
@@ -68,7 +84,7 @@ class SampleScores(Sequence[SampleScore]):
         return SampleScore(
             str(self._ids[index]),
             {name: columns[name][index] for name in self._layouts[self._layout_of[index]]},
-            self._flags.get(index, ()),
+            () if self._flags_of is None else self._flag_sets[self._flags_of[index]],
             None if code == _NONE else code == _TRUE,
         )
 
