@@ -125,10 +125,10 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
     answer_profile = await store.profile_inputs(task_id)
     judge_profile = await store.profile_inputs(task_id, phase=SubtaskPhase.JUDGE)
     assert answer_profile.counters.total == 2
-    assert answer_profile.latencies_s == (0.5, 0.5)
+    assert tuple(answer_profile.latencies_s) == (0.5, 0.5)
     assert judge_profile.counters.total == 2
     assert judge_profile.counters.failed_permanent == 1
-    assert judge_profile.latencies_s == (2.0,)
+    assert tuple(judge_profile.latencies_s) == (2.0,)
     assert (judge_profile.prompt_tokens, judge_profile.completion_tokens) == (100, 7)
     assert judge_profile.failure_reasons == (("judge_verdict_unparseable", 1),)
     (task,) = await store.get_tasks(run.run_id)
@@ -201,7 +201,7 @@ async def test_a_cache_hit_is_stored_and_counted_apart_from_provider_calls(
     profile = await store.profile_inputs(first.task_id)
     assert profile.cache_hits == 1
     assert profile.requests == 1
-    assert profile.latencies_s == (1.0,), "a hit is no provider latency"
+    assert tuple(profile.latencies_s) == (1.0,), "a hit is no provider latency"
     assert profile.usage_unknown == 0, "a hit is no call without usage"
 
 

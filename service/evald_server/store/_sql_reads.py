@@ -268,11 +268,11 @@ def profile_inputs(
         "FROM subtasks WHERE task_id = ? AND phase = ?",
         (task_id, int(phase)),
     ).fetchone()
-    timings = conn.execute(
+    timings = conn.execute(  # a cursor, read row by row by from_sums
         "SELECT latency_s, ttft_s FROM subtasks WHERE task_id = ? AND phase = ? "
         "AND state = 'succeeded' AND cache_hit = 0",
         (task_id, int(phase)),
-    ).fetchall()
+    )
     answers = conn.execute(
         "SELECT COALESCE(SUM(finish_reason = 'length'), 0), "
         "COALESCE(SUM(COALESCE(output, '') = ''), 0), "
