@@ -13,8 +13,9 @@
   wall is extrapolated linearly to N (it is CPU-bound: its case rate does not depend
   on N), and the table says so.
 * P3: one 100,000-subtask run (fake latency 0): peak RSS of the server process
-  (psutil, every 50 ms; its scoring workers reported apart). Target ≤ 150 MB. Each
-  repeat starts a fresh server on the store where the dataset was uploaded.
+  (psutil, every 50 ms; its scoring workers reported apart). Target ≤ 120 MB; its
+  CreateRun answered in ≤ 2 s. Each repeat starts a fresh server on the store where the
+  dataset was uploaded.
 * P4: progress latency, from the P1 runs: for the k-th answer the fake sent (its
   journal's time), the time until the watcher received a progress snapshot counting
   k succeeded. p50 and p99; target p99 ≤ 1.2 s.
@@ -22,6 +23,10 @@
   generation; 2,500 records each) in one run: does the first task's result reach the
   watcher before the last task's inference ends, and how much sooner the run ends
   than inference-then-scoring would (Σ scoring times after the last answer).
+* P6 (only when named in ``--figures``): one 1,000,000-subtask run, 100,000 records ×
+  repeat 10 in one task (``--large-records``, ``--large-repeat``), fake latency 0, the
+  limits raised in the benchmark's own config: it completes, the server's peak RSS by
+  phase (target ≤ 250 MB), its wall and CreateRun's answer time. Run once.
 
 Every figure is the median of ``--repeats`` runs (``--quick``: 1). Prints a table and
 writes ``bench/results/e2e.json``.
@@ -64,7 +69,7 @@ SAMPLE_DIR: Path | None = None  # --py-spy: the P1 runs' stacks, and where the C
 # -- the server as a child process ------------------------------------------------------------
 
 
-def _toml(db: Path, fake_url: str, concurrency: int, max_subtasks: int) -> str:
+def _toml(db: Path, fake_url: str, concurrency: int, max_subtasks: int, max_records: int) -> str:
     return f"""[server]
 listen = "127.0.0.1:0"
 grace_s = 2.0
@@ -73,7 +78,7 @@ url = "sqlite:///{db}"
 [limits]
 max_inflight = {max(256, concurrency)}
 max_subtasks_per_run = {max_subtasks}
-max_records_per_dataset = {max_subtasks}
+max_records_per_dataset = {max_records}
 [[models]]
 id = "bench"
 provider = "openai"
@@ -83,20 +88,24 @@ timeout_s = 60.0
 """
 
 
-def _write_config(where: Path, fake_url: str, concurrency: int, max_subtasks: int) -> Path:
+def _write_config(
+    where: Path, fake_url: str, concurrency: int, max_subtasks: int, max_records: int
+) -> Path:
     where.mkdir(exist_ok=True)
     config = where / "evald.toml"
-    config.write_text(_toml(where / "evald.sqlite3", fake_url, concurrency, max_subtasks))
+    toml = _toml(where / "evald.sqlite3", fake_url, concurrency, max_subtasks, max_records)
+    config.write_text(toml)
     return config
 
 
 @asynccontextmanager
 async def evald_server(
-    where: Path, fake_url: str, concurrency: int, max_subtasks: int
+    where: Path, fake_url: str, concurrency: int, max_subtasks: int, max_records: int | None = None
 ) -> AsyncIterator[tuple[str, psutil.Process]]:
     """``python -m evald_server.api`` with its config and store in ``where``; yields
     (address, process). SIGTERM (a drain) on the way out."""
-    config = _write_config(where, fake_url, concurrency, max_subtasks)
+    records = max_subtasks if max_records is None else max_records
+    config = _write_config(where, fake_url, concurrency, max_subtasks, records)
     options: list[str] = []
     if PROFILE_DIR is not None:  # cProfile of the whole server, written when it stops
         options = ["-m", "cProfile", "-o", str(PROFILE_DIR / f"server-{where.name}.prof")]
@@ -358,20 +367,39 @@ class RssSampler:
         return max(self.server.values(), default=0.0)
 
 
-async def _p3_run(client: AsyncEvaldClient, sampler: RssSampler, n: int) -> float:
-    """One run, its phases marked from the watch: create, inference, scoring."""
+async def _p3_run(
+    client: AsyncEvaldClient, sampler: RssSampler, n: int, dataset: str = "p3", repeat: int = 1
+) -> dict[str, Any]:
+    """One run, its phases marked from the watch: create, inference, scoring. Its wall,
+    the CreateRun call's answer time and each phase's wall."""
     started = time.perf_counter()
     sampler.phase = "create"
-    run = await client.create_run(models=["bench"], datasets=[("p3", "1.0.0")])
+    run = await client.create_run(models=["bench"], datasets=[(dataset, "1.0.0")], repeat=repeat)
+    created = time.perf_counter()
     sampler.phase = "inference"
+    inference_end = None
     async for event in client.watch(run.run_id):
-        if isinstance(event, Progress) and event.progress.counts.finished >= n:
+        if (
+            inference_end is None
+            and isinstance(event, Progress)
+            and event.progress.counts.finished >= n
+        ):
+            inference_end = time.perf_counter()
             sampler.phase = "scoring"
-    wall = time.perf_counter() - started
+    ended = time.perf_counter()
     sampler.phase = "done"
     final = await client.get_run(run.run_id)
     assert final.progress.counts.succeeded == n, final.progress.counts
-    return wall
+    inference_end = inference_end or ended
+    return {
+        "wall_s": round(ended - started, 2),
+        "create_run_s": round(created - started, 3),
+        "seconds_by_phase": {
+            "create": round(created - started, 2),
+            "inference": round(inference_end - created, 2),
+            "scoring": round(ended - inference_end, 2),
+        },
+    }
 
 
 async def _p3(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -395,10 +423,10 @@ async def _p3(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
                 )
                 upload_peak = sampler.peak
             else:
-                wall = await _p3_run(client, sampler, n)
+                timed = await _p3_run(client, sampler, n)
                 runs.append(
                     {
-                        "wall_s": round(wall, 2),
+                        **timed,
                         "peak_rss_mb": round(sampler.peak, 1),
                         "peak_rss_mb_by_phase": {k: round(v, 1) for k, v in sampler.server.items()},
                         "workers_peak_rss_mb": round(sampler.workers, 1),
@@ -414,10 +442,61 @@ async def _p3(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[st
             p: _median([r["peak_rss_mb_by_phase"].get(p, 0.0) for r in runs]) for p in phases
         },
         "wall_s": _median([r["wall_s"] for r in runs]),
+        "create_run_s": _median([r["create_run_s"] for r in runs]),
         "workers_peak_rss_mb": _median([r["workers_peak_rss_mb"] for r in runs]),
         "upload_peak_rss_mb": round(upload_peak, 1),
         "runs": runs,
     }
+
+
+# -- P6: one 1,000,000-subtask run ----------------------------------------------------------
+
+
+async def _p6(fake: FakeProcess, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """``--large-records`` records × ``--large-repeat`` repeats, one model: one task of
+    (by default) 1,000,000 subtasks, run once (fake latency 0, C = ``--concurrency``) on
+    a fresh server whose limits are raised to fit it. The dataset is uploaded by a first
+    server, as for P3. The server's peak RSS by phase, the scoring workers' apart."""
+    records, repeat = args.large_records, args.large_repeat
+    n = records * repeat
+    await fake.control.configure(latency_ms=0)
+    where = tmp / "p6"
+    result: dict[str, Any] = {"n": n, "records": records, "repeat": repeat}
+    for step in ("upload", "run"):
+        async with (
+            evald_server(where, fake.base_url, args.concurrency, n, max_records=records) as (
+                address,
+                process,
+            ),
+            anyio.create_task_group() as tg,
+            AsyncEvaldClient(address, timeout_s=3600) as client,
+        ):
+            sampler = RssSampler(process)
+            tg.start_soon(sampler.run)
+            if step == "upload":
+                sampler.phase = "upload"
+                started = time.perf_counter()
+                await client.upload_dataset(
+                    name="p6",
+                    version="1.0.0",
+                    task_type="classification",
+                    records=_records(records),
+                )
+                result["upload_s"] = round(time.perf_counter() - started, 2)
+                result["upload_peak_rss_mb"] = round(sampler.peak, 1)
+            else:
+                cpu_before = _cpu_s(process)
+                result.update(await _p3_run(client, sampler, n, "p6", repeat))
+                cpu_after = _cpu_s(process)
+                result["server_cpu_us_per_subtask"] = round(
+                    (cpu_after[0] - cpu_before[0]) / n * 1e6, 1
+                )
+                result["scoring_workers_cpu_s"] = round(cpu_after[1] - cpu_before[1], 1)
+                result["peak_rss_mb"] = round(sampler.peak, 1)
+                result["peak_rss_mb_by_phase"] = {k: round(v, 1) for k, v in sampler.server.items()}
+                result["workers_peak_rss_mb"] = round(sampler.workers, 1)
+            sampler.stop.set()
+    return result
 
 
 # -- P5 ---------------------------------------------------------------------------------------
@@ -478,15 +557,21 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         tmp = Path(tmp_dir)
         fake_args = ("--port", "0", "--max-journal-entries", str(max(args.n, 4 * args.p5_records)))
         async with FakeProcess(*fake_args, stderr=subprocess.DEVNULL) as fake:
-            p1 = await _p1(fake, args, tmp)
+            p1 = await _p1(fake, args, tmp) if "P1" in args.figures else None
             p5 = await _p5(fake, args, tmp) if "P5" in args.figures else None
             p3 = await _p3(fake, args, tmp) if "P3" in args.figures else None
+            p6 = await _p6(fake, args, tmp) if "P6" in args.figures else None
     verdict = {
-        "P1_vs_bare": p1["ratio_vs_bare"] <= 1.15,
-        "P1_vs_pydantic_evals": p1["speedup_vs_pydantic_evals"] >= 10,
-        "P3": None if p3 is None else p3["peak_rss_mb"] <= 150,
-        "P4": p1["P4"]["p99_s"] <= 1.2,
+        "P1_vs_bare": None if p1 is None else p1["ratio_vs_bare"] <= 1.15,
+        "P1_vs_pydantic_evals": None if p1 is None else p1["speedup_vs_pydantic_evals"] >= 10,
+        "P1_memory": None
+        if p1 is None
+        else p1["server_peak_rss_mb"] + p1["workers_peak_rss_mb"] <= 200,
+        "P3": None if p3 is None else p3["peak_rss_mb"] <= 120,
+        "P3_create_run": None if p3 is None else p3["create_run_s"] <= 2.0,
+        "P4": None if p1 is None else p1["P4"]["p99_s"] <= 1.2,
         "P5": None if p5 is None else p5["overlap"],
+        "P6": None if p6 is None else p6["peak_rss_mb"] <= 250,
     }
     return {
         "benchmark": "end to end: gRPC server + SDK vs bare aiohttp and pydantic-evals",
@@ -500,15 +585,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             "load_avg_1m_after": round(os.getloadavg()[0], 2),
         },
         "fake": "separate process (python -m evald_server.fake_provider)",
-        "fake_cpu_us_per_request": p1["fake_cpu_us_per_request"],
+        "fake_cpu_us_per_request": None if p1 is None else p1["fake_cpu_us_per_request"],
         "targets": {
             "P1_vs_bare": "evald wall <= 1.15 x bare aiohttp wall",
             "P1_vs_pydantic_evals": "evald >= 10 x faster than pydantic-evals",
-            "P3": "server peak RSS <= 150 MB",
+            "P1_memory": "peak RSS, server + scoring workers <= 200 MB",
+            "P3": "server peak RSS <= 120 MB",
+            "P3_create_run": "CreateRun of the P3 run answered in <= 2 s",
             "P4": "progress latency p99 <= 1.2 s",
             "P5": "first result before the last task's inference ends",
+            "P6": "a 1,000,000-subtask run completes, server peak RSS <= 250 MB",
         },
-        "results": {"P1": p1, "P3": p3, "P5": p5},
+        "results": {"P1": p1, "P3": p3, "P5": p5, "P6": p6},
         "verdict": verdict,
     }
 
@@ -517,19 +605,22 @@ def _row(figure: str, evald: str, reference: str, ratio: str, target: str) -> st
     return f"{figure:36} {evald:>9} {reference:>9}  {ratio:>7}  {target}"
 
 
-def _table(report: dict[str, Any]) -> list[str]:
-    p1, p3, p5 = (report["results"][k] for k in ("P1", "P3", "P5"))
-    v = {k: "met" if ok else "-" if ok is None else "MISSED" for k, ok in report["verdict"].items()}
-    m = report["machine"]
+def _phases_s(figure: dict[str, Any]) -> dict[str, float]:
+    """A figure's seconds by phase (P3: the median over its runs)."""
+    if "seconds_by_phase" in figure:
+        return dict(figure["seconds_by_phase"])
+    runs = figure["runs"]
+    return {
+        k: _median([r["seconds_by_phase"][k] for r in runs]) for k in runs[0]["seconds_by_phase"]
+    }
+
+
+def _p1_rows(p1: dict[str, Any], v: dict[str, str]) -> list[str]:
     n, c, t = p1["n"], p1["concurrency"], int(p1["fake_latency_ms"])
     peer = f"{p1['pydantic_evals_n']} cases" + (
         f", extrapolated to {n}" if p1["pydantic_evals_extrapolated"] else ""
     )
-    rows = [
-        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_avg_1m_before']} before; "
-        f"median of {report['repeats']} run(s); fake CPU/request "
-        f"{report['fake_cpu_us_per_request']:.0f} µs (its own process)",
-        _row("figure", "evald", "reference", "ratio", "target"),
+    return [
         _row(
             f"P1 wall s, N={n} C={c} T={t} ms",
             f"{p1['evald_wall_s']:.2f}",
@@ -569,6 +660,24 @@ def _table(report: dict[str, Any]) -> list[str]:
             f"p99 <= 1.2 s {v['P4']}",
         ),
     ]
+
+
+def _table(report: dict[str, Any]) -> list[str]:
+    p1, p3, p5, p6 = (report["results"][k] for k in ("P1", "P3", "P5", "P6"))
+    v = {k: "met" if ok else "-" if ok is None else "MISSED" for k, ok in report["verdict"].items()}
+    m = report["machine"]
+    rows = [
+        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_avg_1m_before']} before, "
+        f"{m['load_avg_1m_after']} after; median of {report['repeats']} run(s)"
+        + (
+            ""
+            if p1 is None
+            else f"; fake CPU/request {report['fake_cpu_us_per_request']:.0f} µs (its own process)"
+        ),
+        _row("figure", "evald", "reference", "ratio", "target"),
+    ]
+    if p1 is not None:
+        rows += _p1_rows(p1, v)
     if p5 is not None:
         rows += [
             _row(
@@ -586,23 +695,39 @@ def _table(report: dict[str, Any]) -> list[str]:
                 f"saved {p5['saved_s']:.2f} s",
             ),
         ]
-    if p3 is not None:
+    for name, figure, target in (("P3", p3, 120), ("P6", p6, 250)):
+        if figure is None:
+            continue
         rows.append(
             _row(
-                f"P3 server peak RSS MB, N={p3['n']}",
-                f"{p3['peak_rss_mb']:.1f}",
-                "150",
+                f"{name} server peak RSS MB, N={figure['n']}",
+                f"{figure['peak_rss_mb']:.1f}",
+                f"{target}",
                 "",
-                f"<= 150 MB {v['P3']} (run {p3['wall_s']:.0f} s; by phase "
+                f"<= {target} MB {v[name]} (run {figure['wall_s']:.0f} s; by phase "
                 + ", ".join(
                     f"{phase} {mb:.0f}"
-                    for phase, mb in sorted(p3["peak_rss_mb_by_phase"].items(), key=lambda x: x[1])
+                    for phase, mb in sorted(
+                        figure["peak_rss_mb_by_phase"].items(), key=lambda x: x[1]
+                    )
                 )
-                + f"; upload {p3['upload_peak_rss_mb']:.0f}; scoring workers "
-                f"{p3['workers_peak_rss_mb']:.0f} MB)",
+                + f"; upload {figure['upload_peak_rss_mb']:.0f}; scoring workers "
+                f"{figure['workers_peak_rss_mb']:.0f} MB)",
             )
         )
-    breakdown = p1.get("server_cpu_breakdown")
+        rows.append(
+            _row(
+                f"{name} CreateRun answer s, N={figure['n']}",
+                f"{figure['create_run_s']:.2f}",
+                "2",
+                "",
+                "<= 2 s"
+                + (f" {v['P3_create_run']}" if name == "P3" else "")
+                + "; seconds by phase "
+                + ", ".join(f"{k} {s:.1f}" for k, s in _phases_s(figure).items()),
+            )
+        )
+    breakdown = None if p1 is None else p1.get("server_cpu_breakdown")
     if breakdown:
         jobs = {k: v for k, v in breakdown["samples"].items() if not k.startswith("thread: ")}
         busy = sum(v for k, v in jobs.items() if k != _stacks.IDLE)
@@ -631,10 +756,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--p3-n", type=int, default=100_000)
     parser.add_argument("--p5-records", type=int, default=2_500)
     parser.add_argument(
+        "--large-records", type=int, default=100_000, help="P6: records of its dataset"
+    )
+    parser.add_argument(
+        "--large-repeat",
+        type=int,
+        default=10,
+        help="P6: repeats of each record (N = records × repeat)",
+    )
+    parser.add_argument(
         "--figures",
         type=lambda text: {f.strip().upper() for f in text.split(",")},
         default={"P1", "P3", "P4", "P5"},
-        help="which figures, e.g. P1,P5 (P1 and P4 always run: P4 is measured on P1's runs)",
+        help="which figures, e.g. P1,P5 (P4 comes with P1: it is measured on P1's runs); "
+        "P6, the 1,000,000-subtask run, only when named",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
