@@ -56,8 +56,12 @@ class SampleScores(Sequence[SampleScore]):
             names = tuple(item.scores)
             layout_of.append(layouts.setdefault(names, len(layouts)))
             for name in names:
-                # A name first seen here gets a column padded for the samples before.
-                column = columns.setdefault(name, array("d", bytes(8 * index)))
+                column = columns.get(name)
+                if column is None:
+                    # A name first seen here gets a column padded for the samples before
+                    # (built here only: as setdefault's argument, the padding was built
+                    # for every sample, which made a task's columns quadratic in time).
+                    column = columns[name] = array("d", bytes(8 * index))
                 column.append(float(item.scores[name]))
             for column in columns.values():
                 if len(column) == index:  # not a score of this sample: padding
