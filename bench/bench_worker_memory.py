@@ -73,6 +73,16 @@ def _samples(lo: int, hi: int) -> list[Any]:
     ]
 
 
+async def _started_worker(pool: Any) -> int:
+    """Start the pool's one worker with the benchmarks' warm-up task; its pid."""
+    from evald_server.domain import TaskType
+
+    await pool.score(TaskType.CLASSIFICATION, _samples(0, 100), seed=0, timeout_s=120)
+    (worker,) = pool._workers
+    pid: int = worker.process.pid
+    return pid
+
+
 async def _child(n: int) -> dict[str, Any]:
     from evald_server.domain import TaskType
     from evald_server.scoring import ScoringPool
@@ -81,10 +91,7 @@ async def _child(n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     pool = ScoringPool(1)
     try:
-        await pool.score(kind, _samples(0, 100), seed=0, timeout_s=120)
-        (worker,) = pool._workers
-        pid = worker.process.pid
-        assert pid is not None
+        pid = await _started_worker(pool)
         out["started"] = _proc(pid)
         pages = []
         last = PAGE * ((n - 1) // PAGE)  # the last page is scored with the aggregation
@@ -103,10 +110,7 @@ async def _child(n: int) -> dict[str, Any]:
         pool.close()
     pool = ScoringPool(1)
     try:
-        await pool.score(kind, _samples(0, 100), seed=0, timeout_s=120)
-        (worker,) = pool._workers
-        pid = worker.process.pid
-        assert pid is not None
+        pid = await _started_worker(pool)
         report = await pool.score(kind, _samples(0, n), seed=1, timeout_s=300)
         assert len(report.sample_scores) == n
         out["after_whole_task"] = _proc(pid)
