@@ -114,7 +114,7 @@ def _child(argv: list[str], service: str | None) -> dict[str, Any]:
     if service is not None:
         env["PYTHONPATH"] = service
     done = subprocess.run(
-        [sys.executable, "-m", "bench.bench_scoring_memory", "--child", *argv],
+        [sys.executable, "-m", "bench.bench_scoring_memory", *argv],
         capture_output=True,
         text=True,
         timeout=1800,
