@@ -86,6 +86,8 @@ class GroupedSums:
 
 def record_units(record_ids: list[str]) -> tuple[IntArray, int]:
     """The resampling unit of each sample (its record) and the number of units."""
+    if len(set(record_ids)) == len(record_ids):  # no repeats: unit i is sample i
+        return np.arange(len(record_ids), dtype=np.intp), len(record_ids)
     index: dict[str, int] = {}
     units = np.fromiter(
         (index.setdefault(rid, len(index)) for rid in record_ids),
