@@ -1,20 +1,25 @@
 """Incremental scoring in the engine: a task is scored page by page in the scoring
 workers as its outcomes commit, and its stored result and per-sample scores are those
 the whole-task path computes from the store; when a page was scored against labels
-that the task's final set differs from, the task is scored whole instead."""
+that the task's final set differs from, the task is scored whole instead. A scored
+page's per-sample scores are stored while the task's inference goes on, and a task
+that ends without a report keeps none of them."""
 
 import dataclasses
 import json
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+import anyio
 import pytest
 
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
-from evald_server.domain import TaskType
+from evald_server.domain import TaskState, TaskType
 from evald_server.engine import TaskEvaluation
 from evald_server.engine._task_scoring import StoredSamples
 from evald_server.scoring import ScoreReport, ScoringPool
 from tests._shared import simulated_model
+from tests.engine._page_scorers import FailingAtTheEnd
 from tests.engine._support import TENANT, make_config, wait_until_finished
 
 pytestmark = pytest.mark.anyio
@@ -87,3 +92,65 @@ async def test_a_label_seen_only_at_the_end_scores_the_task_whole(tmp_path: Path
     assert "odd" in kept.payload.labels  # type: ignore[union-attr]
     assert kept == dataclasses.replace(whole, sample_scores=[])
     assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}
+
+
+def _app(
+    tmp_path: Path, pool: ScoringPool, latency_ms: float
+) -> AbstractAsyncContextManager[Evald]:
+    config = make_config(
+        tmp_path,
+        [simulated_model("sim", latency_ms=latency_ms, max_concurrency=8, accuracy=0.7)],
+        engine={"score_page_size": PAGE},
+    )
+    return Evald.open(config, scoring=pool)
+
+
+async def test_a_scored_pages_scores_are_stored_while_its_task_runs(tmp_path: Path) -> None:
+    pool = ScoringPool(1, resamples=RESAMPLES)
+    try:
+        await pool.score(TaskType.CLASSIFICATION, [], seed=0, timeout_s=120)  # a warm worker
+        async with _app(tmp_path, pool, latency_ms=20) as app:
+            header = DatasetHeader("d", "1.0.0", TaskType.CLASSIFICATION)
+            await app.datasets.upload(TENANT, header, [_jsonl(400, late_label=False)])
+            spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
+            run = await app.runs.create(TENANT, spec)
+            store = app.engine.store
+            seen_while_running = 0
+            with anyio.fail_after(60):
+                while True:
+                    (task,) = await store.get_tasks(run.run_id)
+                    if task.state not in (TaskState.PENDING, TaskState.RUNNING):
+                        break
+                    rows = await store.run_subtasks(run.run_id, task.task_id, (), 0, 1000)
+                    seen_while_running = sum(r.scores is not None for r in rows)
+                    if seen_while_running:
+                        break
+                    await anyio.sleep(0.01)
+            assert seen_while_running >= PAGE  # a whole page, before the last answer
+            await wait_until_finished(app, run.run_id)
+            (task,) = await store.get_tasks(run.run_id)
+            rows = await store.run_subtasks(run.run_id, task.task_id, (), 0, 1000)
+            assert all(r.scores is not None for r in rows)
+    finally:
+        pool.close()
+
+
+async def test_a_task_ending_without_a_report_keeps_no_sample_score(tmp_path: Path) -> None:
+    pool = ScoringPool(1, scorers={TaskType.CLASSIFICATION: FailingAtTheEnd()})
+    try:
+        async with _app(tmp_path, pool, latency_ms=5) as app:
+            header = DatasetHeader("d", "1.0.0", TaskType.CLASSIFICATION)
+            await app.datasets.upload(TENANT, header, [_jsonl(300, late_label=False)])
+            spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),))
+            run = await app.runs.create(TENANT, spec)
+            await wait_until_finished(app, run.run_id)
+            store = app.engine.store
+            (task,) = await store.get_tasks(run.run_id)
+            rows = await store.run_subtasks(run.run_id, task.task_id, (), 0, 1000)
+            pages = app.engine.pages
+            assert pages is not None
+            assert pages.pages_scored >= 1  # pages were scored and their scores stored
+            assert task.state is TaskState.FAILED
+            assert [r.row_id for r in rows if r.scores is not None or r.correct is not None] == []
+    finally:
+        pool.close()

@@ -57,6 +57,46 @@ def test_body_sends_only_the_params_that_are_set() -> None:
     assert body["stream_options"] == {"include_usage": True}
 
 
+def _dumped(model: str, request: ProviderRequest, *, stream: bool) -> bytes:
+    """The body as ``json.dumps`` writes the dict it stands for."""
+    params = request.params
+    body: dict[str, object] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+    }
+    for name in ("temperature", "max_tokens", "top_p", "seed"):
+        if getattr(params, name) is not None:
+            body[name] = getattr(params, name)
+    if params.stop:
+        body["stop"] = list(params.stop)
+    if request.top_logprobs is not None:
+        body.update(logprobs=True, top_logprobs=request.top_logprobs)
+    if stream:
+        body.update(stream=True, stream_options={"include_usage": True})
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "params",
+    [
+        GenerationParams(),
+        GenerationParams(temperature=0.7),
+        GenerationParams(temperature=0.0, max_tokens=16, top_p=0.5, seed=7, stop=("\n", '"')),
+        GenerationParams(seed=-3, stop=("END",)),
+    ],
+)
+@pytest.mark.parametrize("top_logprobs", [None, 5])
+def test_the_body_is_the_bytes_json_dumps_writes(
+    params: GenerationParams, stream: bool, top_logprobs: int | None
+) -> None:
+    texts = ['quote " back\\slash', "tab\tnew\nline \x00\x1f", "héllo ✓ 𝄞 \u2028", ""]
+    messages = tuple(ChatMessage(role, text) for role in ("system", "user") for text in texts)
+    request = ProviderRequest(messages, params, "sub-1", top_logprobs=top_logprobs)
+    for model in ("llama", 'odd "name"/ü'):
+        assert request_body(model, request, stream=stream) == _dumped(model, request, stream=stream)
+
+
 def test_parse_completion() -> None:
     raw = json.dumps(
         {

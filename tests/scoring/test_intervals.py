@@ -1,8 +1,9 @@
 """Intervals: Wilson values, bootstrap containment, shrinkage, seeding, and the
 vectorised resample statistics against recomputation on expanded sample lists."""
 
+import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from evald_server.scoring import IntervalMethod, ScoreReport, ScoringSample, sco
 from evald_server.scoring import _intervals as intervals
 from evald_server.scoring._common import BaseScorer
 from evald_server.scoring._intervals import (
+    FloatArray,
     GroupedSums,
     bootstrap_distribution,
     record_units,
@@ -157,7 +159,8 @@ def test_wilson_known_values(successes: int, n: int, lower: float, upper: float)
 
 @pytest.mark.parametrize("task_type", list(TaskType))
 def test_resample_statistic_equals_recomputation(task_type: TaskType) -> None:
-    """statistic(W) must equal the metrics of the sample list with sample i taken W[i] times."""
+    """statistic(W) must equal the metrics of the sample list with sample i taken W[i] times
+    (W summed per group for a statistic over groups)."""
     rng = random.Random(5)
     samples = BUILDERS[task_type](rng, 40)
     scorer = scorer_for(task_type)
@@ -165,7 +168,12 @@ def test_resample_statistic_equals_recomputation(task_type: TaskType) -> None:
     evaluation = scorer.evaluate(samples, samples)
     weights = np.random.default_rng(0).integers(0, 4, size=(6, len(samples))).astype(np.float64)
     weights[:, 0] += 1  # no empty resample
-    resampled = evaluation.statistic(weights)
+    given = weights
+    if evaluation.groups is not None:  # the statistic takes the weights per group
+        given = np.zeros((weights.shape[0], evaluation.groups.count))
+        for i, group in enumerate(evaluation.groups.of.tolist()):
+            given[:, group] += weights[:, i]
+    resampled = evaluation.statistic(given)
     for row in range(weights.shape[0]):
         expanded = [s for s, w in zip(samples, weights[row], strict=True) for _ in range(int(w))]
         expected = scorer.evaluate(expanded, samples).metrics
@@ -250,3 +258,33 @@ def test_the_chunk_size_does_not_change_the_bootstrap(
     chunked_weights, chunked = run()
     assert np.array_equal(whole_weights, chunked_weights)
     np.testing.assert_allclose(whole, chunked, rtol=1e-12)
+
+
+@pytest.mark.parametrize("repeat", [1, 3])
+def test_a_statistic_over_groups_gives_the_per_sample_distribution(repeat: int) -> None:
+    """Classification weighs (gold, predicted) pairs: the distribution is the one the
+    same statistic gives over per-sample weights, to the last bit."""
+    rng = random.Random(9)
+    samples = [
+        dataclasses.replace(s, subtask_id=f"{s.subtask_id}.{k}", repeat_index=k)
+        for s in _classification(rng, 400)
+        for k in range(repeat)
+    ]
+    scorer = scorer_for(TaskType.CLASSIFICATION)
+    assert isinstance(scorer, BaseScorer)
+    evaluation = scorer.evaluate(samples, samples)
+    assert evaluation.groups is not None
+    units, n_units = record_units([s.record_id for s in samples])
+    by_group = bootstrap_distribution(
+        units, n_units, evaluation.statistic, seed=4, resamples=50, groups=evaluation.groups
+    )
+    indicator = np.zeros((len(samples), evaluation.groups.count))
+    indicator[np.arange(len(samples)), evaluation.groups.of] = 1.0
+
+    def per_sample(weights: FloatArray) -> Mapping[str, FloatArray]:
+        return evaluation.statistic(weights @ indicator)
+
+    expected = bootstrap_distribution(units, n_units, per_sample, seed=4, resamples=50)
+    assert by_group.keys() == expected.keys()
+    for metric, values in expected.items():
+        assert by_group[metric].tobytes() == values.tobytes(), metric

@@ -3,6 +3,7 @@
 retries, retry filters by reason and state, a task's end and the run's terminal event,
 live-only appends and pagination. Runs against every backend of ``conftest.BACKENDS``."""
 
+import dataclasses
 import time
 
 import anyio
@@ -17,7 +18,7 @@ from evald_server.domain import (
     SubtaskState,
     TaskState,
 )
-from evald_server.store import LiveRunLimitReached, NewEvent, Store, TaskFinish
+from evald_server.store import LiveRunLimitReached, NewEvent, SampleScoreRow, Store, TaskFinish
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
@@ -203,3 +204,44 @@ async def test_runs_page_newest_first_and_filter_by_state(store: Store) -> None:
     assert await store.list_runs("t2", None, 9) == []
     counts = await store.state_counts()
     assert counts.runs == {"pending": 4, "cancelled": 1}
+
+
+async def test_scores_stored_before_a_tasks_end_are_kept_or_cleared_by_its_finish(
+    store: Store,
+) -> None:
+    ds = await add_dataset(store, records=3)
+    run = await add_run(store, [ds], models=("m1", "m2"))
+    rows: dict[str, list[int]] = {}
+    for model in ("m1", "m2"):
+        claimed = (await store.claim_ready(run.run_id, model, 9, time.time())).subtasks
+        await store.complete([outcome(c, OutcomeKind.SUCCEEDED) for c in claimed], time.time())
+        rows[model] = sorted(c.row_id for c in claimed)
+        first, second, _ = rows[model]
+        await store.store_sample_scores(
+            [
+                SampleScoreRow(first, {"correct": 1.0}, True),
+                SampleScoreRow(second, {"correct": 0.0}, False),
+            ]
+        )
+
+    async def scores(task: int) -> list[tuple[dict[str, float] | None, bool | None]]:
+        found = await store.run_subtasks(run.run_id, f"{run.run_id}_t{task}", (), 0, 10)
+        return [(r.scores, r.correct) for r in sorted(found, key=lambda r: r.row_id)]
+
+    assert await scores(0) == [({"correct": 1.0}, True), ({"correct": 0.0}, False), (None, None)]
+    # The finish writes the last scores beside those stored before.
+    kept = dataclasses.replace(
+        _finish(f"{run.run_id}_t0", TaskState.SUCCEEDED),
+        sample_scores=[SampleScoreRow(rows["m1"][2], {"correct": 1.0}, True)],
+    )
+    await store.finish_task(kept)
+    assert await scores(0) == [
+        ({"correct": 1.0}, True),
+        ({"correct": 0.0}, False),
+        ({"correct": 1.0}, True),
+    ]
+    # A task that ends without a report keeps none; the other task's stay.
+    cleared = dataclasses.replace(_finish(f"{run.run_id}_t1", TaskState.FAILED), clear_scores=True)
+    await store.finish_task(cleared)
+    assert await scores(1) == [(None, None)] * 3
+    assert (await scores(0))[0] == ({"correct": 1.0}, True)

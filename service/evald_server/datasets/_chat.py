@@ -133,6 +133,8 @@ class ChatPrompt:
 
     def render(self, fields: Mapping[str, Any], record_id: str) -> tuple[ChatMessage, ...]:
         """The chat messages for one record."""
+        if not self.pool and self.options.system_message is None:
+            return render_prompt(self.task_type, fields, self.template)  # zero-shot: one turn
         messages: list[ChatMessage] = []
         if self.options.system_message is not None:
             messages.append(ChatMessage(role="system", content=self.options.system_message))

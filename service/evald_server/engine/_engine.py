@@ -91,7 +91,7 @@ class Engine:
         self._contexts = TaskContexts()
         # Tasks scored page by page as their outcomes commit (when the pool can).
         self.pages = (
-            PageScoring(scoring, page_size=score_page_size)
+            PageScoring(scoring, store.store_sample_scores, page_size=score_page_size)
             if isinstance(scoring, PageScoringPort)
             else None
         )

@@ -9,16 +9,25 @@ task is not larger than ``max_samples`` (the pages' columns stay in the server; 
 larger task is streamed from the store at the end, in bounded memory). A success is
 noted when its call returns (the claimed subtask holds the record) and joins the page
 only once its outcome has committed. Full pages go to the workers one at a time, off
-the committer's path.
+the committer's path; once fewer than a page of the task's subtasks are left, whatever
+has committed goes as soon as no page job of the task is in flight, so that what is
+left to score after the last answer is what committed during the last page job.
+
+A scored page's per-sample scores are stored at once (``store_sample_scores``) and
+dropped from the session: after the last answer only the last samples' scores are
+written, and the aggregation job is sent the pages without their per-sample scores
+(its report carries the last samples' only). A task that ends without a report has
+the stored scores cleared by its finish (``TaskFinish.clear_scores``).
 
 Every doubt falls back to scoring the whole task from the store: a page job that
 failed, a count of committed successes that differs from the store's, a cancelled run,
 a page scored against a label set that the task's final one differs from.
 """
 
+import dataclasses
 import logging
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -26,8 +35,14 @@ import anyio
 import anyio.abc
 
 from evald_server.domain import OutcomeKind, TaskType
-from evald_server.scoring import ScoredPage, ScoreReport, ScoringFailure, ScoringSample
-from evald_server.store import ClaimedSubtask, SubtaskOutcome
+from evald_server.scoring import (
+    SampleScores,
+    ScoredPage,
+    ScoreReport,
+    ScoringFailure,
+    ScoringSample,
+)
+from evald_server.store import ClaimedSubtask, SampleScoreRow, StoreError, SubtaskOutcome
 
 _log = logging.getLogger(__name__)
 PAGE_SIZE = 2000  # samples per page job
@@ -36,6 +51,8 @@ PAGE_SIZE = 2000  # samples per page job
 # (~0.5 kB each). At 100,000 samples (bench_e2e P3, latency 0: inference outruns one
 # worker) the server's peak went from 132 to 172 MB; at 20,000 a session stays ~10 MB.
 MAX_SAMPLES = 20_000
+StoreScores = Callable[[Iterable[SampleScoreRow]], Awaitable[None]]
+_NO_SCORES = SampleScores()
 
 
 @runtime_checkable
@@ -70,6 +87,7 @@ class _Session:
     run_id: str
     task_type: TaskType
     timeout_s: float
+    expected: int  # the task's subtasks: successes beyond these never come
     waiting: list[ScoringSample] = field(default_factory=list)  # committed, not sent
     pages: list[ScoredPage] = field(default_factory=list)
     context: tuple[str, ...] = ()
@@ -84,11 +102,13 @@ class PageScoring:
     def __init__(
         self,
         scoring: PageScoringPort,
+        store_scores: StoreScores,
         *,
         page_size: int = PAGE_SIZE,
         max_samples: int = MAX_SAMPLES,
     ) -> None:
         self._scoring = scoring
+        self._store_scores = store_scores
         self._page_size = page_size
         self._max_samples = max_samples
         self._sessions: dict[str, _Session] = {}
@@ -106,7 +126,7 @@ class PageScoring:
             return
         if not self._scoring.scores_pages(task_type):
             return
-        session = _Session(task_id, run_id, task_type, timeout_s)
+        session = _Session(task_id, run_id, task_type, timeout_s, samples)
         session.idle.set()
         self._sessions[task_id] = session
 
@@ -133,10 +153,18 @@ class PageScoring:
                 continue
             session.waiting.append(sample)
             session.committed += 1
-            if len(session.waiting) >= self._page_size and not session.queued:
-                session.queued = True
-                self._queue.append(session)
-                self._wake.set()
+            self._queue_if_ready(session)
+
+    def _queue_if_ready(self, session: _Session) -> None:
+        """Queue the session's next page job: a full page, or, in the task's last page,
+        what has committed once no page job of the task is in flight."""
+        if session.queued or not session.waiting:
+            return
+        last_page = session.expected - session.committed < self._page_size
+        if len(session.waiting) >= self._page_size or (last_page and not session.busy):
+            session.queued = True
+            self._queue.append(session)
+            self._wake.set()
 
     def discard_run(self, run_id: str) -> None:
         """The run was cancelled or has ended: its tasks are scored from the store."""
@@ -180,15 +208,23 @@ class PageScoring:
             )
             session.broken = True
         else:
-            session.pages.append(scored)
             session.context = scored.context
             self.pages_scored += 1
+            try:
+                await self._store_scores(_score_rows(scored))
+            except StoreError as exc:
+                _log.warning(
+                    "storing the page scores of task %s failed (%s); it is scored whole at the end",
+                    session.task_id,
+                    exc,
+                )
+                session.broken = True
+            # Stored: the aggregation needs the page's columns, not its per-sample scores.
+            session.pages.append(dataclasses.replace(scored, sample_scores=_NO_SCORES))
         finally:
             session.busy = False
             session.idle.set()
-        if len(session.waiting) >= self._page_size and not session.queued:
-            session.queued = True
-            self._queue.append(session)
+        self._queue_if_ready(session)
 
     async def finish(self, task_id: str, succeeded: int, *, seed: int) -> ScoreReport | None:
         """The task's report from its pages, or None: score the whole task instead.
@@ -199,8 +235,9 @@ class PageScoring:
         session = self._sessions.get(task_id)
         if session is None:
             return None
-        await session.idle.wait()
-        self.discard(task_id)
+        self.discard(task_id)  # no page job of the task starts from here on
+        while session.busy:  # the one in flight, its scores stored
+            await session.idle.wait()
         if session.broken or session.committed != succeeded:
             self.fallbacks += 1
             return None
@@ -214,3 +251,8 @@ class PageScoring:
         if report is None:
             self.fallbacks += 1
         return report
+
+
+def _score_rows(page: ScoredPage) -> Iterator[SampleScoreRow]:
+    for score in page.sample_scores:
+        yield SampleScoreRow(int(score.subtask_id), score.scores, score.correct, score.flags)

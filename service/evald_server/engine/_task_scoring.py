@@ -20,7 +20,15 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from evald_server.domain import EvalError, RunState, SubtaskPhase, TaskState, TaskType, task_outcome
+from evald_server.domain import (
+    Counters,
+    EvalError,
+    RunState,
+    SubtaskPhase,
+    TaskState,
+    TaskType,
+    task_outcome,
+)
 from evald_server.engine._judge_results import JudgeReport, judge_answers
 from evald_server.engine._judge_spec import JudgeSpec
 from evald_server.engine._page_scoring import PageScoring
@@ -44,6 +52,7 @@ from evald_server.scoring import (
 from evald_server.store import (
     EventRow,
     JudgeVerdictRow,
+    ProfileInputs,
     SampleScoreRow,
     Store,
     TaskFinish,
@@ -129,23 +138,15 @@ class TaskScorer:
         prompt = await task_prompt(self._store, run.tenant, spec, dataset)
         counters = await self._store.recount_task(task_id)
         started = time.perf_counter()
-        report: ScoreReport | None = None
-        errors: list[EvalError] = []
-        if counters.succeeded > 0:
-            try:
-                if self._pages is not None:
-                    report = await self._pages.finish(task_id, counters.succeeded, seed=spec.seed)
-                if report is None:
-                    report = await self._scoring.score(
-                        dataset.task_type,
-                        StoredSamples(self._store, task_id),
-                        seed=spec.seed,
-                        timeout_s=spec.scoring_timeout_s,
-                    )
-            except ScoringFailure as failure:
-                errors.append(failure.error)
-        elif self._pages is not None:
-            self._pages.discard(task_id)
+        read: list[ProfileInputs] = []
+
+        async def read_inputs() -> None:
+            read.append(await self._store.profile_inputs(task_id))
+
+        async with anyio.create_task_group() as tg:
+            # Read while the task is scored (a worker's job): its answers no longer change.
+            tg.start_soon(read_inputs)
+            report, errors = await self._report(task_id, dataset.task_type, spec, counters)
         judge_identity = task.model.get("judge")
         judging: JudgeReport | None = None
         judge_profile: ExecutionProfile | None = None
@@ -166,7 +167,7 @@ class TaskScorer:
                     uncertainty={**report.uncertainty, **judging.uncertainty},
                 )
         scoring_time = time.perf_counter() - started
-        inputs = await self._store.profile_inputs(task_id)
+        (inputs,) = read
         errors.extend(failure_errors(inputs.failure_reasons))
         errors.extend(judge_errors)
         state = task_outcome(counters, scorer_failed=report is None and counters.succeeded > 0)
@@ -201,12 +202,37 @@ class TaskScorer:
                 sample_scores=scores,
                 event_payload=body,
                 time=now,
+                clear_scores=report is None,  # pages may have stored some
             )
         )
         self.scored += 1
         self._publish(finish.events)
         if finish.run_state is not None:
             self._on_run_finished(task.run_id, finish.run_state)
+
+    async def _report(
+        self, task_id: str, task_type: TaskType, spec: RunSpec, counters: Counters
+    ) -> tuple[ScoreReport | None, list[EvalError]]:
+        """The task's report from its pages or from the store; None with the scorer's
+        error when scoring failed, None alone when nothing succeeded."""
+        if counters.succeeded == 0:
+            if self._pages is not None:
+                self._pages.discard(task_id)
+            return None, []
+        try:
+            report = None
+            if self._pages is not None:
+                report = await self._pages.finish(task_id, counters.succeeded, seed=spec.seed)
+            if report is None:
+                report = await self._scoring.score(
+                    task_type,
+                    StoredSamples(self._store, task_id),
+                    seed=spec.seed,
+                    timeout_s=spec.scoring_timeout_s,
+                )
+        except ScoringFailure as failure:
+            return None, [failure.error]
+        return report, []
 
     async def _judge(self, task_id: str, spec: JudgeSpec, seed: int) -> JudgeReport:
         rows: list[JudgeVerdictRow] = []

@@ -48,7 +48,14 @@ def _wait(
 
 def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo | None:
     """The rate-limit headers of a response, or None when it has none."""
-    get = {key.lower(): value for key, value in headers.items()}.get
+    found = {}
+    for key, value in headers.items():
+        lowered = key.lower()
+        if "ratelimit" in lowered:  # every name below has it
+            found[lowered] = value
+    if not found:
+        return None  # a local server or a fake: nothing to parse, once per answer
+    get = found.get
     info = RateLimitInfo(
         limit_requests=_number(get("x-ratelimit-limit-requests") or get("ratelimit-limit")),
         remaining_requests=_number(

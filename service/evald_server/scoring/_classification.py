@@ -22,7 +22,7 @@ import numpy as np
 
 from evald_server.domain import TaskType
 from evald_server.scoring._common import BaseScorer, Evaluation, Row
-from evald_server.scoring._intervals import FloatArray, GroupedSums, IntArray, safe_div
+from evald_server.scoring._intervals import FloatArray, GroupedSums, Groups, IntArray, safe_div
 from evald_server.scoring._labels import LabelMatcher
 from evald_server.scoring._payloads import ClassificationPayload, ClassMetrics, WorstExample
 from evald_server.scoring._scored_pages import ScoredPage, merged_order
@@ -152,6 +152,14 @@ class ClassificationScorer(BaseScorer):
         # per-class true positives, support and predictions, then correct and 1.
         # The columns are 0/1, so the sums are exact whatever the summation order.
         columns = _count_columns(gold, pred, correct, n_labels)
+        # A sample's columns depend only on its (gold, predicted) pair: the bootstrap
+        # weighs those pairs, and the product is over one row per pair.
+        pairs = None
+        if columns is not None and n_labels * (n_labels + 1) <= gold.size:
+            pairs = Groups(gold * (n_labels + 1) + pred + 1, n_labels * (n_labels + 1))
+            per_pair = np.zeros((pairs.count, columns.shape[1]), dtype=np.float64)
+            per_pair[pairs.of] = columns
+            columns = per_pair
         grouped = (
             (
                 GroupedSums(gold, n_labels, correct),
@@ -208,6 +216,7 @@ class ClassificationScorer(BaseScorer):
             statistic=statistic,
             build_payload=build_payload,
             proportions={"accuracy": float(correct.sum())},
+            groups=pairs,
         )
 
 

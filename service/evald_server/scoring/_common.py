@@ -15,6 +15,7 @@ import numpy as np
 from evald_server.domain import TaskType
 from evald_server.scoring._intervals import (
     FloatArray,
+    Groups,
     IntArray,
     Statistic,
     bootstrap_distribution,
@@ -68,6 +69,7 @@ class Evaluation:
     statistic: Statistic  # recomputes every headline metric from resample weights
     build_payload: Callable[[tuple[WorstExample, ...]], Payload]
     proportions: dict[str, float] = field(default_factory=dict)  # metric → successes
+    groups: Groups | None = None  # given: ``statistic`` takes weights per group
 
 
 class BaseScorer(ABC):
@@ -158,7 +160,12 @@ class BaseScorer(ABC):
         uncertainty: dict[str, MetricUncertainty] = {}
         if scored:
             distribution = bootstrap_distribution(
-                units, n_units, evaluation.statistic, seed=seed, resamples=resamples
+                units,
+                n_units,
+                evaluation.statistic,
+                seed=seed,
+                resamples=resamples,
+                groups=evaluation.groups,
             )
             for metric, point in evaluation.metrics.items():
                 successes = evaluation.proportions.get(metric)

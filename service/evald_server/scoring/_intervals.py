@@ -18,6 +18,7 @@ samples (it assumes independent samples; with repeats prefer the bootstrap).
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
@@ -85,6 +86,8 @@ class GroupedSums:
 
 def record_units(record_ids: list[str]) -> tuple[IntArray, int]:
     """The resampling unit of each sample (its record) and the number of units."""
+    if len(set(record_ids)) == len(record_ids):  # no repeats: unit i is sample i
+        return np.arange(len(record_ids), dtype=np.intp), len(record_ids)
     index: dict[str, int] = {}
     units = np.fromiter(
         (index.setdefault(rid, len(index)) for rid in record_ids),
@@ -94,6 +97,17 @@ def record_units(record_ids: list[str]) -> tuple[IntArray, int]:
     return units, len(index)
 
 
+@dataclass(frozen=True, slots=True)
+class Groups:
+    """Samples a statistic cannot tell apart, in groups (classification: the samples of
+    one gold and predicted label pair). A statistic over groups is given each resample's
+    draws per group (resamples × groups) instead of per sample: the same sums when its
+    per-sample contributions are equal within a group, from a far smaller matrix."""
+
+    of: IntArray  # each sample's group, in 0..count-1
+    count: int
+
+
 def bootstrap_distribution(
     units: IntArray,
     n_units: int,
@@ -101,26 +115,43 @@ def bootstrap_distribution(
     *,
     seed: int,
     resamples: int,
+    groups: Groups | None = None,
 ) -> dict[str, FloatArray]:
-    """The statistic on each of ``resamples`` record-level bootstrap resamples."""
+    """The statistic on each of ``resamples`` record-level bootstrap resamples; with
+    ``groups``, the statistic takes weights per group (the draws are the same)."""
     n_samples = units.size
     identity = n_units == n_samples  # one sample per record: W over units is W over samples
     rng = np.random.default_rng(seed)
     chunk = max(1, min(resamples, _CHUNK_CELLS // max(1, n_samples)))
+    per_unit = None if groups is None or identity else _groups_per_unit(units, n_units, groups)
     parts: dict[str, list[FloatArray]] = {}
     done = 0
     while done < resamples:
         rows = min(chunk, resamples - done)
         draws = rng.integers(0, n_units, size=(rows, n_units))
-        weights = np.empty((rows, n_units), dtype=np.float64)
-        for row in range(rows):  # row by row: measured faster than one big bincount
-            weights[row] = np.bincount(draws[row], minlength=n_units)
-        if not identity:
-            weights = weights[:, units]
+        if groups is not None and identity:
+            # Counts per group straight from the draws: one bincount over small rows.
+            codes = groups.of[draws] + (groups.count * np.arange(rows))[:, None]
+            counts = np.bincount(codes.ravel(), minlength=rows * groups.count)
+            weights = counts.reshape(rows, groups.count).astype(np.float64)
+        else:
+            weights = np.empty((rows, n_units), dtype=np.float64)
+            for row in range(rows):  # row by row: measured faster than one big bincount
+                weights[row] = np.bincount(draws[row], minlength=n_units)
+            if per_unit is not None:
+                weights = weights @ per_unit  # integer sums: exact
+            elif not identity:
+                weights = weights[:, units]
         for name, values in statistic(weights).items():
             parts.setdefault(name, []).append(np.asarray(values, dtype=np.float64))
         done += rows
     return {name: np.concatenate(chunks) for name, chunks in parts.items()}
+
+
+def _groups_per_unit(units: IntArray, n_units: int, groups: Groups) -> FloatArray:
+    """units × groups: how many of each unit's samples are in each group."""
+    cells = np.bincount(units * groups.count + groups.of, minlength=n_units * groups.count)
+    return cells.reshape(n_units, groups.count).astype(np.float64)
 
 
 def percentile_interval(

@@ -43,6 +43,23 @@ class ScoringSample:
     # run asked for log-probability scoring (empty: asked, none came back); else None.
     top_logprobs: tuple[tuple[str, float], ...] | None = None
 
+    def __reduce__(self) -> tuple[type["ScoringSample"], tuple[Any, ...]]:
+        # Pages of these cross to the scoring workers as they commit: pickled as the
+        # constructor's arguments, 2,000 take ~6 ms instead of ~66 ms (the frozen slots
+        # dataclass's own __getstate__ looks up its fields for every sample).
+        return (
+            ScoringSample,
+            (
+                self.subtask_id,
+                self.record_id,
+                self.repeat_index,
+                self.record,
+                self.output,
+                self.input_text,
+                self.top_logprobs,
+            ),
+        )
+
 
 class IntervalMethod(StrEnum):
     """How an interval was computed (recorded in the result next to the numbers)."""

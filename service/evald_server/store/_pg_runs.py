@@ -5,7 +5,7 @@ Each transaction locks its run row first (``_pg_common``) and notifies the other
 replicas of what they must act on: new work, a cancel, a finished run.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import asyncpg
 
@@ -43,6 +43,7 @@ from evald_server.store._records import (
     NewRun,
     NewTask,
     RunRow,
+    SampleScoreRow,
     TaskFinish,
     TransitionReport,
 )
@@ -352,6 +353,29 @@ async def claim_scoring(conn: asyncpg.Connection, task_id: str, owner: str, live
     return claimed is not None
 
 
+async def store_sample_scores(conn: asyncpg.Connection, scores: Sequence[SampleScoreRow]) -> None:
+    """Per-sample scores of a page scored before its task's end."""
+    async with conn.transaction():
+        await _store_scores(conn, scores)
+
+
+async def _store_scores(conn: asyncpg.Connection, scores: Iterable[SampleScoreRow]) -> None:
+    rows = [
+        (
+            s.row_id,
+            None if s.scores is None else dumps({"scores": s.scores, "flags": list(s.flags)}),
+            s.correct,
+            None if s.judgement is None else dumps(s.judgement),
+        )
+        for s in scores
+    ]
+    if rows:
+        await conn.executemany(
+            "UPDATE subtasks SET scores = $2, correct = $3, judgement = $4 WHERE row_id = $1",
+            rows,
+        )
+
+
 async def finish_task(
     conn: asyncpg.Connection, finish: TaskFinish, retain: int, owner: str
 ) -> FinishReport:
@@ -381,20 +405,13 @@ async def finish_task(
             run_id,
             dumps(finish.result),
         )
-        scores = [
-            (
-                s.row_id,
-                None if s.scores is None else dumps({"scores": s.scores, "flags": list(s.flags)}),
-                s.correct,
-                None if s.judgement is None else dumps(s.judgement),
+        if finish.clear_scores:
+            await conn.execute(
+                "UPDATE subtasks SET scores = NULL, correct = NULL "
+                "WHERE task_id = $1 AND scores IS NOT NULL",
+                finish.task_id,
             )
-            for s in finish.sample_scores
-        ]
-        if scores:
-            await conn.executemany(
-                "UPDATE subtasks SET scores = $2, correct = $3, judgement = $4 WHERE row_id = $1",
-                scores,
-            )
+        await _store_scores(conn, finish.sample_scores)
         new_events = [
             NewEvent(kind=EventKind.TASK_SCORED, payload=finish.event_payload, time=finish.time)
         ]

@@ -46,6 +46,7 @@ from evald_server.store._records import (
     ProfileInputs,
     RecordRow,
     RunRow,
+    SampleScoreRow,
     StateCounts,
     StoreChange,
     SubtaskOutcome,
@@ -189,6 +190,11 @@ class Store(Protocol):
         ...
 
     async def finish_task(self, finish: TaskFinish) -> FinishReport: ...
+    async def store_sample_scores(self, scores: Iterable[SampleScoreRow]) -> None:
+        """Per-sample scores of subtasks scored before their task's end (page by page);
+        each row replaces the subtask's scores, correct and judgement."""
+        ...
+
     async def read_results(self, run_id: str) -> list[tuple[str, Json]]: ...
     async def recount_task(self, task_id: str) -> Counters: ...
     async def state_counts(self) -> StateCounts: ...

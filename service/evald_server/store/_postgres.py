@@ -78,6 +78,7 @@ from evald_server.store._records import (
     ProfileInputs,
     RecordRow,
     RunRow,
+    SampleScoreRow,
     StateCounts,
     StoreChange,
     SubtaskOutcome,
@@ -533,6 +534,10 @@ class PostgresStore:
         if not isinstance(finish.sample_scores, list | tuple):  # a retry reads them again
             finish = TaskFinish(**{**_fields(finish), "sample_scores": list(finish.sample_scores)})
         return await self._run(runs.finish_task, finish, self._retain, self.owner)
+
+    async def store_sample_scores(self, scores: Iterable[SampleScoreRow]) -> None:
+        # A list: a retried transaction reads the rows again.
+        await self._run(runs.store_sample_scores, list(scores))
 
     async def read_results(self, run_id: str) -> list[tuple[str, Json]]:
         return await self._run(reads.read_results, run_id)

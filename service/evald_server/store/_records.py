@@ -390,6 +390,9 @@ class TaskFinish:
     sample_scores: Iterable[SampleScoreRow] = ()  # may be a generator: streamed
     event_payload: Json = field(default_factory=dict)
     time: float = 0.0
+    # Drop the task's per-sample scores stored before (``store_sample_scores``, page by
+    # page) first: the task ends without a report, so no sample keeps a score.
+    clear_scores: bool = False
 
 
 @dataclass(frozen=True, slots=True)

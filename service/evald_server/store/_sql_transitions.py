@@ -1,7 +1,7 @@
 """State transitions outside the hot path: cancel, retry, resume, and a task's end."""
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from evald_server.domain import (
     Counters,
@@ -17,6 +17,7 @@ from evald_server.store._records import (
     COUNTER_COLUMNS,
     FinishReport,
     NewEvent,
+    SampleScoreRow,
     TaskFinish,
     TransitionReport,
 )
@@ -215,6 +216,28 @@ def fail_model_work(
         return finish_ready_tasks(conn, list(deltas.tasks), now)
 
 
+_STORE_SCORES = "UPDATE subtasks SET scores = ?, correct = ?, judgement = ? WHERE row_id = ?"
+
+
+def _score_params(
+    scores: Iterable[SampleScoreRow],
+) -> Iterator[tuple[str | None, int | None, str | None, int]]:
+    for s in scores:
+        yield (
+            None if s.scores is None else dumps({"scores": s.scores, "flags": list(s.flags)}),
+            None if s.correct is None else int(s.correct),
+            None if s.judgement is None else dumps(s.judgement),
+            s.row_id,
+        )
+
+
+def store_sample_scores(conn: sqlite3.Connection, scores: Iterable[SampleScoreRow]) -> None:
+    """Per-sample scores of a page scored before its task's end (each row replaces the
+    subtask's scores, correct and judgement)."""
+    with transaction(conn):
+        conn.executemany(_STORE_SCORES, _score_params(scores))
+
+
 def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> FinishReport:
     """Store a task's result and final state; end the run when it was the last task."""
     with transaction(conn):
@@ -231,20 +254,13 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
             "INSERT OR REPLACE INTO results (task_id, run_id, result) VALUES (?, ?, ?)",
             (finish.task_id, run_id, dumps(finish.result)),
         )
-        conn.executemany(
-            "UPDATE subtasks SET scores = ?, correct = ?, judgement = ? WHERE row_id = ?",
-            (
-                (
-                    None
-                    if s.scores is None
-                    else dumps({"scores": s.scores, "flags": list(s.flags)}),
-                    None if s.correct is None else int(s.correct),
-                    None if s.judgement is None else dumps(s.judgement),
-                    s.row_id,
-                )
-                for s in finish.sample_scores
-            ),
-        )
+        if finish.clear_scores:
+            conn.execute(
+                "UPDATE subtasks SET scores = NULL, correct = NULL "
+                "WHERE task_id = ? AND scores IS NOT NULL",
+                (finish.task_id,),
+            )
+        conn.executemany(_STORE_SCORES, _score_params(finish.sample_scores))
         new_events = [
             NewEvent(kind=EventKind.TASK_SCORED, payload=finish.event_payload, time=finish.time)
         ]

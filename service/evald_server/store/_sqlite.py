@@ -57,6 +57,7 @@ from evald_server.store._records import (
     ProfileInputs,
     RecordRow,
     RunRow,
+    SampleScoreRow,
     StateCounts,
     StoreChange,
     SubtaskOutcome,
@@ -361,6 +362,9 @@ class SqliteStore:
 
     async def finish_task(self, finish: TaskFinish) -> FinishReport:
         return await self._write(transitions.finish_task, finish, self._retain)
+
+    async def store_sample_scores(self, scores: Iterable[SampleScoreRow]) -> None:
+        await self._write(transitions.store_sample_scores, scores)
 
     async def read_results(self, run_id: str) -> list[tuple[str, Json]]:
         return await self._read(reads.read_results, run_id)
