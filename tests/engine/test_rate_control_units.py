@@ -165,17 +165,17 @@ async def test_tokens_are_corrected_by_usage_and_kept_for_a_429() -> None:
     unbounded = control.estimate(prompt_chars=40, max_tokens=None)  # 10 + the 256 guess
     assert (unbounded.prompt, unbounded.completion, unbounded.bounded) == (10, 256, False)
     ticket = await control.admit(control.estimate(prompt_chars=40, max_tokens=30))
-    assert control.tokens.level == pytest.approx(95 - 40)
+    assert control.tokens.bucket.level == pytest.approx(95 - 40)
     control.finished(
         ticket, _outcome(OutcomeKind.SUCCEEDED, prompt_tokens=12, completion_tokens=5), None
     )
     # The prompt was 12, not 10; max_tokens bounded the completion: 42 charged in all.
-    assert control.tokens.level == pytest.approx(95 - 42)
+    assert control.tokens.bucket.level == pytest.approx(95 - 42)
     ticket = await control.admit(control.estimate(prompt_chars=40, max_tokens=30))
     error = EvalError.of(ErrorReason.PROVIDER_RATE_LIMITED, "429")
     control.finished(ticket, _outcome(OutcomeKind.RETRY, error=error, rate_limited=True), None)
     # A 429 keeps its charge: the provider's bucket is emptier than ours.
-    assert control.tokens.level == pytest.approx(95 - 42 - 40)
+    assert control.tokens.bucket.level == pytest.approx(95 - 42 - 40)
     assert control.rate_limited == 1
 
 
@@ -249,7 +249,7 @@ async def test_a_limit_the_provider_states_becomes_the_budget() -> None:
     assert stats.learned
     assert stats.requests_per_minute == pytest.approx(0.95 * 1200)  # with the headroom
     assert control.requests is not None
-    assert control.requests.level == pytest.approx(7)  # what the provider has left
+    assert control.requests.bucket.level == pytest.approx(7)  # what the provider has left
 
 
 def _now() -> float:

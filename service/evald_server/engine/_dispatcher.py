@@ -275,7 +275,7 @@ class Dispatcher:
                     self._run_slot_freed(item.run_id)
             reason = self.budgets.charge(outcome)
             if reason is not None:
-                self._cancelled_runs.add(item.run_id)  # at once: no other call starts
+                self.stop_run(item.run_id)
             if (
                 self._on_answer is not None
                 and outcome.kind is OutcomeKind.SUCCEEDED
@@ -288,6 +288,10 @@ class Dispatcher:
             if run_limit is not None:
                 # Let a lane woken for the freed slot take it before this one does.
                 await anyio.lowlevel.checkpoint()
+
+    def stop_run(self, run_id: str) -> None:
+        """No other call of the run starts (its budget is reached), from now on."""
+        self._cancelled_runs.add(run_id)
 
     def run_slots_changed(self, run_id: str) -> None:
         """The run's limit changed (its share of a global limit): lanes take again."""
