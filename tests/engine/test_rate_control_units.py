@@ -273,3 +273,49 @@ async def test_a_calls_in_flight_count_is_of_calls_sent_before_it() -> None:
     control.finished(tickets[0], _outcome(OutcomeKind.SUCCEEDED), None)  # settled once only
     control.sending(tickets[2])
     assert tickets[2].in_flight == 2
+
+
+def test_with_n_replicas_the_window_of_successes_is_n_squared_rounds() -> None:
+    aimd = Aimd(ADAPTIVE, now=0.0)
+    aimd.on_success(sent_at=0.0, now=0.0)
+    aimd.on_rate_limited(sent_at=0.5, now=1.0)  # 3 -> 2, congestion avoidance
+    for _ in range(2 * 2**2 - 1):  # two replicas: 4 rounds of 2 calls
+        aimd.on_success(sent_at=2.1, now=2.2, replicas=2)
+    assert aimd.capacity == 2
+    aimd.on_success(sent_at=2.1, now=2.2, replicas=2)
+    assert aimd.capacity == 3
+
+
+def test_a_peer_replicas_episodes_decrease_here_once_without_an_episode() -> None:
+    limit = Limit("model.max_concurrency", "m", 32)
+    now = [0.0]
+    control = ModelRateControl("m", ADAPTIVE, limit, lambda: now[0])
+    assert control.aimd is not None
+    for _ in range(8):
+        control.aimd.on_success(sent_at=0.0, now=0.0)
+    limit.set_capacity(control.aimd.capacity)
+    assert limit.capacity == 10
+    now[0] = 5.0
+    control.peers_published(replicas=2, concurrency=6, episodes=3)  # the peer's 3 so far
+    assert (limit.capacity, control.episodes, control.aimd.slow_start) == (7, 0, False)
+    now[0] = 10.0
+    control.peers_published(replicas=2, concurrency=6, episodes=3)  # none since
+    assert limit.capacity == 7
+    stats = control.stats()
+    assert (stats.replicas, stats.replicas_concurrency, stats.replicas_episodes) == (2, 13, 3)
+
+
+@pytest.mark.anyio
+async def test_a_quick_429_holds_its_slot_a_mean_answers_time() -> None:
+    limit = Limit("model.max_concurrency", "m", 4)
+    control = ModelRateControl("m", ADAPTIVE, limit, time.monotonic)
+    ok = SubtaskOutcome(1, "r", "t", "m", 0, 0, OutcomeKind.SUCCEEDED, output="x")
+    ticket = await control.admit()
+    control.sending(ticket)
+    await anyio.sleep(0.2)
+    control.finished(ticket, ok, None)  # answers take 0.2 s
+    limited = await control.admit()
+    control.sending(limited)
+    started = time.monotonic()
+    await control.hold_rate_limited(limited)  # its 429 came back at once
+    assert time.monotonic() - started >= 0.15

@@ -386,6 +386,9 @@ class Dispatcher:
                             attempted = True
                             control.sending(ticket)
                             outcome = await self._call(lane, item, ctx, headers.append)
+                            if outcome.rate_limited:  # decrease now, then hold the slot
+                                control.finished(ticket, outcome, headers[-1] if headers else None)
+                                await control.hold_rate_limited(ticket)
                             if self._cache is not None and uses_cache(ctx):
                                 key = cache_key(self._cache.settings, item, ctx)
                                 return dataclasses.replace(outcome, cache_key=key)

@@ -103,7 +103,15 @@ class Aimd:
     def capacity(self) -> int:
         return max(self.min, min(self.max, int(self.value)))
 
-    def on_success(self, sent_at: float, now: float) -> None:
+    def on_success(self, sent_at: float, now: float, replicas: int = 1) -> None:
+        """A success of a call sent at the full limit. With n ``replicas`` each running
+        its own AIMD against the same provider, the window of successes is n² times as
+        long. One process climbs one slot a round of calls and, at an episode, drops a
+        fifth of its value V; of n replicas, the one whose call met the 429 drops a
+        fifth of its V / n. For the sawtooth to keep one process's period (and its
+        share of 429s, one burst a period), the n of them must together climb 1 / n of
+        a slot a round: each 1 / n², its window n² rounds of its own V / n calls
+        (bench_replica_rates X2)."""
         if sent_at < self._decreased_at or now - self._decreased_at < self._cooldown_s:
             return  # sent at the old, too high value, or still cooling down
         if self.slow_start:
@@ -112,7 +120,7 @@ class Aimd:
         if sent_at < self._changed_at:
             return  # sent at a lower value: it does not test this one
         self._successes += 1
-        if self._successes >= (self._increase_after or self.capacity):
+        if self._successes >= (self._increase_after or self.capacity) * max(1, replicas) ** 2:
             self._successes = 0
             self.value = min(float(self.max), self.value + 1.0)
             self._changed_at = now
@@ -129,6 +137,20 @@ class Aimd:
         self._decreased_at = self._changed_at = now
         self._successes = 0
         return True
+
+    def on_peer_episodes(self, now: float) -> None:
+        """Other replicas calling the same provider had rate-limit episodes since the last
+        balancing: decrease once here too. A provider's 429 hits whichever call arrives
+        while it is full, rarely the replica holding most of its capacity (each of its
+        answers frees a place that its next call takes at once), so without this a
+        replica at the top keeps its calls while the others' climb back meets 429 after
+        429. The decrease is not an episode of this replica's."""
+        if now - self._decreased_at < self._cooldown_s:
+            return
+        self.value = max(float(self.min), math.floor(self.capacity * self._factor))
+        self.slow_start = False
+        self._decreased_at = self._changed_at = now
+        self._successes = 0
 
 
 class TokenBucket:
@@ -280,6 +302,7 @@ class ModelRateControl:
         self._budget_changed: anyio.Event | None = None  # set when a share moves
         self._held_until = -math.inf  # the provider's headers said: nothing left until then
         self._completion_mean = float(_FIRST_COMPLETION_GUESS)
+        self._answer_s: float | None = None  # the mean time a successful call takes
         self._answers = 0
         self.rate_limited = 0
         self.waiting = 0
@@ -397,12 +420,27 @@ class ModelRateControl:
                 self._limit.episodes = self.aimd.episodes
             return
         if outcome.kind is OutcomeKind.SUCCEEDED:
+            took = now - ticket.sent_at
+            self._answer_s = (
+                took if self._answer_s is None else self._answer_s + 0.05 * (took - self._answer_s)
+            )
             self._correct(ticket, outcome, now)
             # Only a call sent with the limit full tests it: the limit of a model
             # that cannot fill it (too little work, a slower bottleneck) must not climb.
             if self.aimd is not None and ticket.at_limit:
-                self.aimd.on_success(ticket.sent_at, now)
+                self.aimd.on_success(ticket.sent_at, now, self.replicas)
                 self._limit.set_capacity(self.aimd.capacity)
+
+    async def hold_rate_limited(self, ticket: Ticket) -> None:
+        """A call answered 429 keeps its slot until a mean answer's time after it was
+        sent. A provider that is full answers 429 at once, and the slot handed straight
+        on would send the next call into it at once: a replica (or a model whose
+        capacity other clients take) would probe a full provider as fast as it answers
+        429s, not as fast as it frees places (measured: bench_replica_rates X2)."""
+        if self._answer_s is not None:
+            wait = ticket.sent_at + self._answer_s - self._clock()
+            if wait > 0:
+                await anyio.sleep(wait)
 
     def _refund(self, ticket: Ticket, now: float) -> None:
         if self.requests is not None:
@@ -443,6 +481,16 @@ class ModelRateControl:
         budget = Budget(limit, self.settings.burst_s, now, 0.0 if self.shared else limit)
         budget.bucket.level = min(budget.bucket.capacity, remaining or 0.0)
         return budget
+
+    def peers_published(self, replicas: int, concurrency: int, episodes: int) -> None:
+        """The other live replicas' figures for this model, from a balancing."""
+        more_episodes = episodes > self.peer_episodes and replicas > 1
+        self.replicas = replicas
+        self.peer_concurrency = concurrency
+        self.peer_episodes = episodes
+        if more_episodes and self.aimd is not None:
+            self.aimd.on_peer_episodes(self._clock())
+            self._limit.set_capacity(self.aimd.capacity)
 
     def stats(self) -> RateStats:
         aimd = self.aimd

@@ -101,9 +101,11 @@ class CapacityShares:
             if requests is not None or tokens is not None:
                 control.set_shares(requests, tokens)
             control.shared = balance.replicas > 1
-            control.replicas = balance.replicas
-            control.peer_concurrency = int(balance.peers.get(CONCURRENCY_KEY + model_id, 0))
-            control.peer_episodes = int(balance.peers.get(EPISODES_KEY + model_id, 0))
+            control.peers_published(
+                balance.replicas,
+                int(balance.peers.get(CONCURRENCY_KEY + model_id, 0)),
+                int(balance.peers.get(EPISODES_KEY + model_id, 0)),
+            )
 
     async def run(self) -> None:
         while True:
