@@ -55,6 +55,7 @@ from evald_server.store import (
     CompletionReport,
     Shares,
     Store,
+    StoreError,
     SubtaskOutcome,
     TaskRow,
     TransitionReport,
@@ -326,7 +327,11 @@ class Engine:
         if not self._peers_seen:
             return  # alone: its own charges are all the store's totals ever get
         for run_id in self.budgets.tracked():
-            run = await self.store.get_run(run_id)
+            try:
+                run = await self.store.get_run(run_id)
+            except StoreError as exc:  # the database away: the next balancing reads again
+                _log.warning("could not read run %s's spent totals: %s", run_id, exc)
+                return
             if run is None or run.state.is_terminal:
                 continue
             reason = self.budgets.refresh(run_id, run.cost)
