@@ -319,3 +319,29 @@ async def test_a_quick_429_holds_its_slot_a_mean_answers_time() -> None:
     started = time.monotonic()
     await control.hold_rate_limited(limited)  # its 429 came back at once
     assert time.monotonic() - started >= 0.15
+
+
+@pytest.mark.anyio
+async def test_a_call_waits_while_its_replica_has_no_share_and_goes_once_given_one() -> None:
+    limit = Limit("model.max_concurrency", "m", 4)
+    settings = RateSettings(max_concurrency=4, requests_per_minute=600, burst_s=1.0)
+    control = ModelRateControl("m", settings, limit, time.monotonic)
+    control.set_shares(0.0, None)  # the others hold the whole rate
+    admitted = anyio.Event()
+
+    async def call() -> None:
+        await control.admit()
+        admitted.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await anyio.sleep(0.3)
+        assert not admitted.is_set(), "no share: nothing fits"
+        assert control.requests is not None
+        assert control.requests.demand() == 1.0, "it states what waits"
+        control.set_shares(300.0, None)  # half of it, from a balancing
+        with anyio.fail_after(5):
+            await admitted.wait()
+    stats = control.stats()
+    assert stats.requests_share == 300.0
+    assert stats.requests_per_minute == pytest.approx(0.95 * 300.0)
