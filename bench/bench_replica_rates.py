@@ -26,7 +26,7 @@ Prints a table and writes ``bench/results/replica_rates.json``.
 import argparse
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,17 @@ TENANT = "bench"
 
 @asynccontextmanager
 async def _replicas(
-    dsn: str, fake: FakeProvider, n: int, model: dict[str, Any], records: int
+    dsn: str,
+    fake: FakeProvider,
+    n: int,
+    model: dict[str, Any],
+    records: int,
+    max_inflight: Sequence[int] = (),
+    base_urls: Sequence[str] = (),
 ) -> AsyncIterator[list[Evald]]:
-    """``n`` replicas on a fresh database, a dataset of ``records`` uploaded."""
+    """``n`` replicas on a fresh database, a dataset of ``records`` uploaded; the i-th
+    replica's ``max_inflight`` is ``max_inflight[i]`` where given (512 otherwise), and
+    it calls the model at ``base_urls[i]`` where given (``fake`` otherwise)."""
     name, url = await _fresh_db(dsn)
     try:
         async with AsyncExitStack() as stack:
@@ -68,9 +76,17 @@ async def _replicas(
                 config = parse_config(
                     {
                         "store": {"url": url, "replica_id": f"x{i}", "pool_size": 4},
-                        "limits": {"max_inflight": 512, "max_subtasks_per_run": 100_000},
+                        "limits": {
+                            "max_inflight": max_inflight[i] if i < len(max_inflight) else 512,
+                            "max_subtasks_per_run": 100_000,
+                        },
                         "models": [
-                            {"id": "m1", "provider": "openai", "base_url": fake.base_url, **model}
+                            {
+                                "id": "m1",
+                                "provider": "openai",
+                                "base_url": base_urls[i] if i < len(base_urls) else fake.base_url,
+                                **model,
+                            }
                         ],
                     }
                 )
