@@ -37,6 +37,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,17 @@ async def aimd_figure(capacity: int, records: int, **adaptive: Any) -> dict[str,
         async with FakeProvider(config) as fake:
             started, ended, samples = await _measure(fake, Path(tmp) / "e.db", model, 1, records)
             entries = list(fake.journal.entries)
+    return aimd_analysis(capacity, entries, samples, started, ended)
+
+
+def aimd_analysis(
+    capacity: int,
+    entries: list[JournalEntry],
+    samples: list[tuple[float, int, bool]],
+    started: float,
+    ended: float,
+) -> dict[str, Any]:
+    """AIMD's figures from the fake's journal and the sampled limit (see A1)."""
     answers = sorted(e.finished_at for e in entries if e.outcome == "ok" and e.finished_at)
     # The steady state ends when 90 % of the answers are in: the tail, where work runs
     # out, says nothing about the controller.
@@ -386,17 +398,30 @@ def run() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     results = anyio.run(main, args.quick)
+    publish(results, RESULTS, table, load_before, os.getloadavg()[0], quick=args.quick)
+
+
+def publish(
+    results: dict[str, Any],
+    path: Path,
+    render: Callable[[dict[str, Any]], str],
+    load_before: object,
+    load_after: object,
+    *,
+    quick: bool,
+) -> None:
+    """Add the machine's description, write ``results`` to ``path``, print the table."""
     results["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "load_before": load_before,
-        "load_after": os.getloadavg()[0],
-        "quick": args.quick,
+        "load_after": load_after,
+        "quick": quick,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(table(results))
-    print(f"wrote {RESULTS}", file=sys.stderr)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(render(results))
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

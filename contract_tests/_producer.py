@@ -180,6 +180,9 @@ def run_event_progress() -> event_pb2.RunEvent:
                 concurrency_max=16,
                 adaptive=True,
                 rate_limit_episodes=3,
+                replicas=2,
+                replicas_concurrency_limit=20,
+                replicas_rate_limit_episodes=5,
             )
         ],
     )

@@ -127,14 +127,20 @@ def _throughput(view: RunView) -> str:
 
 
 def concurrency_text(model: ModelActivity) -> str:
-    """The model's concurrency limit: ``12`` fixed, ``12 (AIMD 1–32, 3 episodes)``."""
+    """The model's concurrency limit: ``12`` fixed, ``12 (AIMD 1–32, 3 episodes)``; with
+    several replicas, summed over them: ``12 of 20 on 3 replicas (…, 5 episodes)``."""
     if not model.concurrency_limit:
         return ""
+    limit = str(model.concurrency_limit)
+    episodes = model.rate_limit_episodes
+    if model.replicas > 1:
+        limit += f" of {model.replicas_concurrency_limit} on {model.replicas} replicas"
+        episodes = model.replicas_rate_limit_episodes
     if not model.adaptive:
-        return str(model.concurrency_limit)
+        return limit
     return (
-        f"{model.concurrency_limit} (AIMD {model.concurrency_min}–{model.concurrency_max}, "
-        f"{model.rate_limit_episodes} episode{'s' if model.rate_limit_episodes != 1 else ''})"
+        f"{limit} (AIMD {model.concurrency_min}–{model.concurrency_max}, "
+        f"{episodes} episode{'s' if episodes != 1 else ''})"
     )
 
 

@@ -91,4 +91,7 @@ def _model_activity(message: event_pb2.ModelActivity) -> ModelActivity:
         concurrency_max=message.concurrency_max,
         adaptive=message.adaptive,
         rate_limit_episodes=message.rate_limit_episodes,
+        replicas=message.replicas,
+        replicas_concurrency_limit=message.replicas_concurrency_limit,
+        replicas_rate_limit_episodes=message.replicas_rate_limit_episodes,
     )

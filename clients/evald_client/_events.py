@@ -56,6 +56,11 @@ class ModelActivity:
     concurrency_max: int = 0
     adaptive: bool = False
     rate_limit_episodes: int = 0
+    # Several replicas on one database: how many are live, and the model's concurrency
+    # limit and episodes summed over them (a server that does not report them: 0).
+    replicas: int = 0
+    replicas_concurrency_limit: int = 0
+    replicas_rate_limit_episodes: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -165,17 +165,17 @@ async def test_tokens_are_corrected_by_usage_and_kept_for_a_429() -> None:
     unbounded = control.estimate(prompt_chars=40, max_tokens=None)  # 10 + the 256 guess
     assert (unbounded.prompt, unbounded.completion, unbounded.bounded) == (10, 256, False)
     ticket = await control.admit(control.estimate(prompt_chars=40, max_tokens=30))
-    assert control.tokens.level == pytest.approx(95 - 40)
+    assert control.tokens.bucket.level == pytest.approx(95 - 40)
     control.finished(
         ticket, _outcome(OutcomeKind.SUCCEEDED, prompt_tokens=12, completion_tokens=5), None
     )
     # The prompt was 12, not 10; max_tokens bounded the completion: 42 charged in all.
-    assert control.tokens.level == pytest.approx(95 - 42)
+    assert control.tokens.bucket.level == pytest.approx(95 - 42)
     ticket = await control.admit(control.estimate(prompt_chars=40, max_tokens=30))
     error = EvalError.of(ErrorReason.PROVIDER_RATE_LIMITED, "429")
     control.finished(ticket, _outcome(OutcomeKind.RETRY, error=error, rate_limited=True), None)
     # A 429 keeps its charge: the provider's bucket is emptier than ours.
-    assert control.tokens.level == pytest.approx(95 - 42 - 40)
+    assert control.tokens.bucket.level == pytest.approx(95 - 42 - 40)
     assert control.rate_limited == 1
 
 
@@ -249,7 +249,7 @@ async def test_a_limit_the_provider_states_becomes_the_budget() -> None:
     assert stats.learned
     assert stats.requests_per_minute == pytest.approx(0.95 * 1200)  # with the headroom
     assert control.requests is not None
-    assert control.requests.level == pytest.approx(7)  # what the provider has left
+    assert control.requests.bucket.level == pytest.approx(7)  # what the provider has left
 
 
 def _now() -> float:
@@ -273,3 +273,75 @@ async def test_a_calls_in_flight_count_is_of_calls_sent_before_it() -> None:
     control.finished(tickets[0], _outcome(OutcomeKind.SUCCEEDED), None)  # settled once only
     control.sending(tickets[2])
     assert tickets[2].in_flight == 2
+
+
+def test_with_n_replicas_the_window_of_successes_is_n_squared_rounds() -> None:
+    aimd = Aimd(ADAPTIVE, now=0.0)
+    aimd.on_success(sent_at=0.0, now=0.0)
+    aimd.on_rate_limited(sent_at=0.5, now=1.0)  # 3 -> 2, congestion avoidance
+    for _ in range(2 * 2**2 - 1):  # two replicas: 4 rounds of 2 calls
+        aimd.on_success(sent_at=2.1, now=2.2, replicas=2)
+    assert aimd.capacity == 2
+    aimd.on_success(sent_at=2.1, now=2.2, replicas=2)
+    assert aimd.capacity == 3
+
+
+def test_a_peer_replicas_episodes_decrease_here_once_without_an_episode() -> None:
+    limit = Limit("model.max_concurrency", "m", 32)
+    now = [0.0]
+    control = ModelRateControl("m", ADAPTIVE, limit, lambda: now[0])
+    assert control.aimd is not None
+    for _ in range(8):
+        control.aimd.on_success(sent_at=0.0, now=0.0)
+    limit.set_capacity(control.aimd.capacity)
+    assert limit.capacity == 10
+    now[0] = 5.0
+    control.peers_published(replicas=2, concurrency=6, episodes=3)  # the peer's 3 so far
+    assert (limit.capacity, control.episodes, control.aimd.slow_start) == (7, 0, False)
+    now[0] = 10.0
+    control.peers_published(replicas=2, concurrency=6, episodes=3)  # none since
+    assert limit.capacity == 7
+    stats = control.stats()
+    assert (stats.replicas, stats.replicas_concurrency, stats.replicas_episodes) == (2, 13, 3)
+
+
+@pytest.mark.anyio
+async def test_a_quick_429_holds_its_slot_a_mean_answers_time() -> None:
+    limit = Limit("model.max_concurrency", "m", 4)
+    control = ModelRateControl("m", ADAPTIVE, limit, time.monotonic)
+    ok = SubtaskOutcome(1, "r", "t", "m", 0, 0, OutcomeKind.SUCCEEDED, output="x")
+    ticket = await control.admit()
+    control.sending(ticket)
+    await anyio.sleep(0.2)
+    control.finished(ticket, ok, None)  # answers take 0.2 s
+    limited = await control.admit()
+    control.sending(limited)
+    started = time.monotonic()
+    await control.hold_rate_limited(limited)  # its 429 came back at once
+    assert time.monotonic() - started >= 0.15
+
+
+@pytest.mark.anyio
+async def test_a_call_waits_while_its_replica_has_no_share_and_goes_once_given_one() -> None:
+    limit = Limit("model.max_concurrency", "m", 4)
+    settings = RateSettings(max_concurrency=4, requests_per_minute=600, burst_s=1.0)
+    control = ModelRateControl("m", settings, limit, time.monotonic)
+    control.set_shares(0.0, None)  # the others hold the whole rate
+    admitted = anyio.Event()
+
+    async def call() -> None:
+        await control.admit()
+        admitted.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await anyio.sleep(0.3)
+        assert not admitted.is_set(), "no share: nothing fits"
+        assert control.requests is not None
+        assert control.requests.demand() == 1.0, "it states what waits"
+        control.set_shares(300.0, None)  # half of it, from a balancing
+        with anyio.fail_after(5):
+            await admitted.wait()
+    stats = control.stats()
+    assert stats.requests_share == 300.0
+    assert stats.requests_per_minute == pytest.approx(0.95 * 300.0)

@@ -30,10 +30,12 @@ from evald_server.store import (
     LiveRunLimitReached,
     NewEvent,
     RecordRow,
+    SharedRate,
     StoreChange,
     StoreError,
     TaskFinish,
 )
+from evald_server.store._pg_leases import IDLE_SHARE
 from evald_server.store._pg_schema import LATEST_VERSION, migrate
 from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
 from tests._postgres import admin_sql, empty, pg_url
@@ -385,27 +387,27 @@ async def test_a_models_limit_is_shared_and_a_share_moves_only_once_it_is_free(
     replicas: Open,
 ) -> None:
     a = await replicas(replica_id="a")
-    assert await a.capacity_shares({"m": 5}, {"m": 0}) == {"m": 5}
+    assert (await a.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 5}
     b = await replicas(replica_id="b")
     # b's fair share (2) is still held by a, which has 5 calls in flight.
-    assert await b.capacity_shares({"m": 5}, {"m": 0}) == {"m": 0}
-    assert await a.capacity_shares({"m": 5}, {"m": 5}) == {"m": 3}
-    assert await b.capacity_shares({"m": 5}, {"m": 0}) == {"m": 0}, "a still holds 5"
+    assert (await b.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 0}
+    assert (await a.capacity_shares({"m": 5}, {"m": 5})).slots == {"m": 3}
+    assert (await b.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 0}, "a still holds 5"
     # a's calls came back under its share: a holds 3 now, b may take its 2.
-    assert await a.capacity_shares({"m": 5}, {"m": 3}) == {"m": 3}
-    assert await b.capacity_shares({"m": 5}, {"m": 0}) == {"m": 2}
+    assert (await a.capacity_shares({"m": 5}, {"m": 3})).slots == {"m": 3}
+    assert (await b.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 2}
     # a dies: once its lease has expired, b may use the whole limit.
     stop_heartbeat(a)
     await anyio.sleep(LEASE_S + 0.2)
-    assert await b.capacity_shares({"m": 5}, {"m": 2}) == {"m": 5}
+    assert (await b.capacity_shares({"m": 5}, {"m": 2})).slots == {"m": 5}
 
 
 async def test_every_shared_limit_is_balanced_on_its_own(replicas: Open) -> None:
     a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
     limits = {"m": 4, "@run:x": 3}
-    first = await a.capacity_shares(limits, {"m": 0, "@run:x": 0})
+    first = (await a.capacity_shares(limits, {"m": 0, "@run:x": 0})).slots
     assert first == {"m": 2, "@run:x": 2}, "a's fair shares: b holds nothing yet"
-    assert await b.capacity_shares(limits, {"m": 0, "@run:x": 0}) == {"m": 2, "@run:x": 1}
+    assert (await b.capacity_shares(limits, {"m": 0, "@run:x": 0})).slots == {"m": 2, "@run:x": 1}
 
 
 async def test_an_upload_cut_off_by_a_lost_connection_stores_nothing_and_can_be_redone(
@@ -442,3 +444,48 @@ async def test_an_upload_cut_off_by_a_lost_connection_stores_nothing_and_can_be_
     created, fresh = await store.create_dataset(row, records(cut_at=None))
     assert fresh
     assert len(await store.read_records(created.dataset_id, list(range(2000)))) == 2000
+
+
+async def test_a_rate_is_shared_by_demand_and_the_shares_never_add_up_above_it(
+    replicas: Open,
+) -> None:
+    a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
+    rpm = "@rpm:m"
+
+    async def share(store: PostgresStore, held: float, demand: float) -> float:
+        balance = await store.capacity_shares({}, {}, {rpm: SharedRate(600.0, held, demand)})
+        assert balance.replicas == 2
+        return balance.rates[rpm]
+
+    # Nobody wants any yet: half each.
+    assert await share(a, 0.0, 0.0) == pytest.approx(300.0)
+    assert await share(b, 0.0, 0.0) == pytest.approx(300.0)
+    # a is busy, b idle: a's share grows, but only into what b no longer holds.
+    assert await share(a, 300.0, 50.0) == pytest.approx(300.0), "b still holds 300"
+    idle = await share(b, 300.0, 0.0)
+    assert idle == pytest.approx(600.0 * IDLE_SHARE / 2 / (1 + IDLE_SHARE))
+    assert await share(b, idle, 0.0) == pytest.approx(idle), "b holds its small share now"
+    busy = await share(a, 300.0, 50.0)
+    assert busy == pytest.approx(600.0 - idle)
+    # b gets busy as well: a gives back, and b gets it once a has published so.
+    assert await share(b, idle, 50.0) == pytest.approx(idle), "a still holds its share"
+    assert await share(a, busy, 50.0) == pytest.approx(300.0, rel=0.05)
+    assert await share(b, idle, 50.0) == pytest.approx(idle), "a's budget still runs at busy"
+    given_back = await share(a, 300.0, 50.0)
+    assert await share(b, idle, 50.0) == pytest.approx(600.0 - given_back)
+
+
+async def test_a_rate_goes_whole_to_the_replica_left_and_figures_are_summed(
+    replicas: Open,
+) -> None:
+    a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
+    rate = {"@tpm:m": SharedRate(10_000.0, 0.0, 100.0)}
+    figures = {"@concurrency:m": 3.0, "@episodes:m": 2.0}
+    await a.capacity_shares({}, {}, rate, figures)
+    seen = await b.capacity_shares({}, {}, rate, {"@concurrency:m": 4.0, "@episodes:m": 1.0})
+    assert seen.peers == {"@concurrency:m": 3.0, "@episodes:m": 2.0}, "a's figures"
+    assert sum(seen.rates.values()) <= 10_000.0
+    await a.close()  # a leaves: its row goes, b's share is the whole rate
+    alone = await b.capacity_shares({}, {}, {"@tpm:m": SharedRate(10_000.0, 5_000.0, 100.0)})
+    assert alone.replicas == 1
+    assert alone.rates == {"@tpm:m": pytest.approx(10_000.0)}

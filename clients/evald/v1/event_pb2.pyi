@@ -64,7 +64,7 @@ class ProgressSnapshot(_message.Message):
     def __init__(self, progress: _Optional[_Union[_run_pb2.RunProgress, _Mapping]] = ..., throughput_per_s: _Optional[float] = ..., eta: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., completed_since_last: _Optional[int] = ..., throughput_known: _Optional[bool] = ..., models: _Optional[_Iterable[_Union[ModelActivity, _Mapping]]] = ...) -> None: ...
 
 class ModelActivity(_message.Message):
-    __slots__ = ("model_id", "queued", "in_flight", "waiting_on", "stalled_since", "last_error", "last_error_time", "consecutive_failures", "concurrency_limit", "concurrency_min", "concurrency_max", "adaptive", "rate_limit_episodes")
+    __slots__ = ("model_id", "queued", "in_flight", "waiting_on", "stalled_since", "last_error", "last_error_time", "consecutive_failures", "concurrency_limit", "concurrency_min", "concurrency_max", "adaptive", "rate_limit_episodes", "replicas", "replicas_concurrency_limit", "replicas_rate_limit_episodes")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,9 @@ class ModelActivity(_message.Message):
     CONCURRENCY_MAX_FIELD_NUMBER: _ClassVar[int]
     ADAPTIVE_FIELD_NUMBER: _ClassVar[int]
     RATE_LIMIT_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_RATE_LIMIT_EPISODES_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     queued: int
     in_flight: int
@@ -91,7 +94,10 @@ class ModelActivity(_message.Message):
     concurrency_max: int
     adaptive: bool
     rate_limit_episodes: int
-    def __init__(self, model_id: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., waiting_on: _Optional[_Iterable[str]] = ..., stalled_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., consecutive_failures: _Optional[int] = ..., concurrency_limit: _Optional[int] = ..., concurrency_min: _Optional[int] = ..., concurrency_max: _Optional[int] = ..., adaptive: _Optional[bool] = ..., rate_limit_episodes: _Optional[int] = ...) -> None: ...
+    replicas: int
+    replicas_concurrency_limit: int
+    replicas_rate_limit_episodes: int
+    def __init__(self, model_id: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., waiting_on: _Optional[_Iterable[str]] = ..., stalled_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., consecutive_failures: _Optional[int] = ..., concurrency_limit: _Optional[int] = ..., concurrency_min: _Optional[int] = ..., concurrency_max: _Optional[int] = ..., adaptive: _Optional[bool] = ..., rate_limit_episodes: _Optional[int] = ..., replicas: _Optional[int] = ..., replicas_concurrency_limit: _Optional[int] = ..., replicas_rate_limit_episodes: _Optional[int] = ...) -> None: ...
 
 class TaskScored(_message.Message):
     __slots__ = ("result",)

@@ -252,6 +252,9 @@ def _activity(model: ModelActivity) -> event_pb2.ModelActivity:
         concurrency_max=model.concurrency_max,
         adaptive=model.adaptive,
         rate_limit_episodes=model.rate_limit_episodes,
+        replicas=model.replicas,
+        replicas_concurrency_limit=model.replicas_concurrency_limit,
+        replicas_rate_limit_episodes=model.replicas_rate_limit_episodes,
     )
     if model.stalled_since is not None:
         message.stalled_since.CopyFrom(timestamp(model.stalled_since))

@@ -13,8 +13,8 @@
 """
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evald_server.config import Price
@@ -122,11 +122,20 @@ class RunBudget:
 
 
 class RunBudgets:
-    """Spent totals of the live runs that have a budget (single event loop)."""
+    """Spent totals of the live runs that have a budget (single event loop).
+
+    A run's spent total is its durable total as last read from the store (at load, and
+    at each balancing when replicas share the store: every replica's committed outcomes
+    move it) plus this process's charges since: those committed after that read and
+    those not committed yet. A commit that lands while a read is under way is taken
+    for part of it: at worst it is left out until the next read, never counted twice."""
 
     def __init__(self) -> None:
         self._budgets: dict[str, RunBudget] = {}
-        self._spent: dict[str, Cost] = {}
+        self._stored: dict[str, Cost] = {}  # the durable total, as last read
+        self._committed: dict[str, Cost] = {}  # this process's, committed since the read
+        self._pending: dict[str, dict[int, Cost]] = {}  # charged, not committed yet (by row)
+        self._pending_total: dict[str, Cost] = {}
         self._reached: dict[str, str] = {}
 
     def track(self, run_id: str, budget: RunBudget, spent: Cost) -> str | None:
@@ -134,7 +143,10 @@ class RunBudgets:
         if not budget.limited:
             return None
         self._budgets[run_id] = budget
-        self._spent[run_id] = spent
+        self._stored[run_id] = spent
+        self._committed[run_id] = Cost()
+        self._pending[run_id] = {}
+        self._pending_total[run_id] = Cost()
         self._reached.pop(run_id, None)
         return self._check(run_id)
 
@@ -142,21 +154,56 @@ class RunBudgets:
         """Add a success's cost; the reason when this charge reached the budget (once)."""
         if outcome.cost is None or outcome.run_id not in self._budgets:
             return None
-        self._spent[outcome.run_id] = self._spent[outcome.run_id] + outcome.cost
+        self._pending[outcome.run_id][outcome.row_id] = outcome.cost
+        self._pending_total[outcome.run_id] = self._pending_total[outcome.run_id] + outcome.cost
         return self._check(outcome.run_id)
+
+    def committed(self, outcomes: Iterable[SubtaskOutcome]) -> None:
+        """These outcomes are in the store's totals now (their transaction committed)."""
+        for outcome in outcomes:
+            pending = self._pending.get(outcome.run_id)
+            cost = None if pending is None else pending.pop(outcome.row_id, None)
+            if cost is not None:
+                run_id = outcome.run_id
+                self._committed[run_id] = self._committed[run_id] + cost
+                left = self._pending_total[run_id]
+                self._pending_total[run_id] = replace(
+                    left, picousd=left.picousd - cost.picousd, tokens=left.tokens - cost.tokens
+                )
+
+    def tracked(self) -> list[str]:
+        return list(self._budgets)
+
+    def refresh(self, run_id: str, stored: Cost) -> str | None:
+        """The run's durable total read again (it holds this process's commits so far);
+        the reason when the run has now reached its budget (once)."""
+        if run_id not in self._budgets:
+            return None
+        self._stored[run_id] = stored
+        self._committed[run_id] = Cost()
+        return self._check(run_id)
 
     def _check(self, run_id: str) -> str | None:
         if run_id in self._reached:
             return None
-        reason = self._budgets[run_id].reached(self._spent[run_id])
+        spent = self.spent(run_id)
+        reason = None if spent is None else self._budgets[run_id].reached(spent)
         if reason is not None:
             self._reached[run_id] = reason
         return reason
 
     def spent(self, run_id: str) -> Cost | None:
-        return self._spent.get(run_id)
+        if run_id not in self._budgets:
+            return None
+        return self._stored[run_id] + self._committed[run_id] + self._pending_total[run_id]
 
     def forget(self, run_id: str) -> None:
-        self._budgets.pop(run_id, None)
-        self._spent.pop(run_id, None)
-        self._reached.pop(run_id, None)
+        for table in (
+            self._budgets,
+            self._stored,
+            self._committed,
+            self._pending,
+            self._pending_total,
+            self._reached,
+        ):
+            table.pop(run_id, None)

@@ -275,7 +275,7 @@ class Dispatcher:
                     self._run_slot_freed(item.run_id)
             reason = self.budgets.charge(outcome)
             if reason is not None:
-                self._cancelled_runs.add(item.run_id)  # at once: no other call starts
+                self.stop_run(item.run_id)
             if (
                 self._on_answer is not None
                 and outcome.kind is OutcomeKind.SUCCEEDED
@@ -288,6 +288,10 @@ class Dispatcher:
             if run_limit is not None:
                 # Let a lane woken for the freed slot take it before this one does.
                 await anyio.lowlevel.checkpoint()
+
+    def stop_run(self, run_id: str) -> None:
+        """No other call of the run starts (its budget is reached), from now on."""
+        self._cancelled_runs.add(run_id)
 
     def run_slots_changed(self, run_id: str) -> None:
         """The run's limit changed (its share of a global limit): lanes take again."""
@@ -382,6 +386,9 @@ class Dispatcher:
                             attempted = True
                             control.sending(ticket)
                             outcome = await self._call(lane, item, ctx, headers.append)
+                            if outcome.rate_limited:  # decrease now, then hold the slot
+                                control.finished(ticket, outcome, headers[-1] if headers else None)
+                                await control.hold_rate_limited(ticket)
                             if self._cache is not None and uses_cache(ctx):
                                 key = cache_key(self._cache.settings, item, ctx)
                                 return dataclasses.replace(outcome, cache_key=key)

@@ -53,7 +53,9 @@ from evald_server.engine._task_scoring import ScoringPort, TaskScorer
 from evald_server.providers import Provider
 from evald_server.store import (
     CompletionReport,
+    Shares,
     Store,
+    StoreError,
     SubtaskOutcome,
     TaskRow,
     TransitionReport,
@@ -139,8 +141,14 @@ class Engine:
             task_scorer=self.task_scorer,
         )
         self.shares = CapacityShares(
-            store, self.limiter, sorted(providers), self.dispatcher.run_slots_changed
+            store,
+            self.limiter,
+            sorted(providers),
+            self.dispatcher.run_slots_changed,
+            rate=self.rate,
+            balanced=self._check_budgets,
         )
+        self._peers_seen = False  # another replica has shared the store since the start
         self._stall_warned: dict[str, float] = {}  # model id -> when last warned
         self._failing: set[str] = set()  # models warned about a streak of failed calls
         self._dispatcher_done = anyio.Event()
@@ -310,6 +318,27 @@ class Engine:
         await self._finish_cancel(run_id, reason=reason)
         await self.dispatcher.cancel_run(run_id, abort_calls=False)
 
+    async def _check_budgets(self, balance: Shares) -> None:
+        """Each balancing, with other replicas on the store: read the spent totals of the
+        runs with a budget again (every replica's committed outcomes move them), and end
+        a run that has now reached its budget as if its own charge had reached it. The
+        other replicas stop through the change feed's cancel."""
+        self._peers_seen = self._peers_seen or balance.replicas > 1
+        if not self._peers_seen:
+            return  # alone: its own charges are all the store's totals ever get
+        for run_id in self.budgets.tracked():
+            try:
+                run = await self.store.get_run(run_id)
+            except StoreError as exc:  # the database away: the next balancing reads again
+                _log.warning("could not read run %s's spent totals: %s", run_id, exc)
+                return
+            if run is None or run.state.is_terminal:
+                continue
+            reason = self.budgets.refresh(run_id, run.cost)
+            if reason is not None and not run.cancel_requested:
+                self.dispatcher.stop_run(run_id)
+                await self._budget_reached(run_id, reason)
+
     async def _finish_cancel(self, run_id: str, *, reason: str | None = None) -> TransitionReport:
         if self.pages is not None:
             self.pages.discard_run(run_id)  # a cancel drops outcomes in flight
@@ -380,6 +409,9 @@ class Engine:
                     concurrency_max=rate.max_concurrency,
                     adaptive=rate.adaptive,
                     rate_limit_episodes=rate.episodes,
+                    replicas=rate.replicas,
+                    replicas_concurrency_limit=rate.replicas_concurrency,
+                    replicas_rate_limit_episodes=rate.replicas_episodes,
                 )
             )
         return rows
@@ -448,6 +480,7 @@ class Engine:
         self, batch: Sequence[SubtaskOutcome], report: CompletionReport
     ) -> None:
         self.events.publish(report.events)
+        self.budgets.committed(batch)
         if self.pages is not None:
             self.pages.committed(batch)  # before the watcher may finish the task
         for observe in self.outcome_observers:

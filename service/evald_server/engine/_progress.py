@@ -113,6 +113,10 @@ class ModelActivity:
     concurrency_max: int = 0
     adaptive: bool = False
     rate_limit_episodes: int = 0
+    # Over the live replicas of a shared store (this one alone: 1, and its own figures).
+    replicas: int = 1
+    replicas_concurrency_limit: int = 0
+    replicas_rate_limit_episodes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +133,9 @@ class ModelActivity:
             "concurrency_max": self.concurrency_max,
             "adaptive": self.adaptive,
             "rate_limit_episodes": self.rate_limit_episodes,
+            "replicas": self.replicas,
+            "replicas_concurrency_limit": self.replicas_concurrency_limit,
+            "replicas_rate_limit_episodes": self.replicas_rate_limit_episodes,
         }
 
     @classmethod
@@ -148,6 +155,9 @@ class ModelActivity:
             concurrency_max=int(data.get("concurrency_max", 0)),
             adaptive=bool(data.get("adaptive", False)),
             rate_limit_episodes=int(data.get("rate_limit_episodes", 0)),
+            replicas=int(data.get("replicas", 1)),
+            replicas_concurrency_limit=int(data.get("replicas_concurrency_limit", 0)),
+            replicas_rate_limit_episodes=int(data.get("replicas_rate_limit_episodes", 0)),
         )
 
 

@@ -103,7 +103,15 @@ class Aimd:
     def capacity(self) -> int:
         return max(self.min, min(self.max, int(self.value)))
 
-    def on_success(self, sent_at: float, now: float) -> None:
+    def on_success(self, sent_at: float, now: float, replicas: int = 1) -> None:
+        """A success of a call sent at the full limit. With n ``replicas`` each running
+        its own AIMD against the same provider, the window of successes is n² times as
+        long. One process climbs one slot a round of calls and, at an episode, drops a
+        fifth of its value V; of n replicas, the one whose call met the 429 drops a
+        fifth of its V / n. For the sawtooth to keep one process's period (and its
+        share of 429s, one burst a period), the n of them must together climb 1 / n of
+        a slot a round: each 1 / n², its window n² rounds of its own V / n calls
+        (bench_replica_rates X2)."""
         if sent_at < self._decreased_at or now - self._decreased_at < self._cooldown_s:
             return  # sent at the old, too high value, or still cooling down
         if self.slow_start:
@@ -112,7 +120,7 @@ class Aimd:
         if sent_at < self._changed_at:
             return  # sent at a lower value: it does not test this one
         self._successes += 1
-        if self._successes >= (self._increase_after or self.capacity):
+        if self._successes >= (self._increase_after or self.capacity) * max(1, replicas) ** 2:
             self._successes = 0
             self.value = min(float(self.max), self.value + 1.0)
             self._changed_at = now
@@ -130,17 +138,42 @@ class Aimd:
         self._successes = 0
         return True
 
+    def on_peer_episodes(self, now: float) -> None:
+        """Other replicas calling the same provider had rate-limit episodes since the last
+        balancing: decrease once here too. A provider's 429 hits whichever call arrives
+        while it is full, rarely the replica holding most of its capacity (each of its
+        answers frees a place that its next call takes at once), so without this a
+        replica at the top keeps its calls while the others' climb back meets 429 after
+        429. The decrease is not an episode of this replica's."""
+        if now - self._decreased_at < self._cooldown_s:
+            return
+        self.value = max(float(self.min), math.floor(self.capacity * self._factor))
+        self.slow_start = False
+        self._decreased_at = self._changed_at = now
+        self._successes = 0
+
 
 class TokenBucket:
     """``per_minute`` units a minute, at most ``burst_s`` seconds' worth banked. A take
-    larger than the bucket waits for a full bucket and leaves it in debt."""
+    larger than the bucket waits for a full bucket and leaves it in debt. At a rate of 0
+    (no share of a budget several replicas share) nothing fits."""
 
     def __init__(self, per_minute: float, burst_s: float, now: float) -> None:
+        self._burst_s = burst_s
+        self._at = now
+        self._set(per_minute)
+        self.level = self.capacity
+
+    def _set(self, per_minute: float) -> None:
         self.per_minute = per_minute
         self.rate = per_minute / 60.0
-        self.capacity = max(1.0, self.rate * burst_s)
-        self.level = self.capacity
-        self._at = now
+        self.capacity = max(1.0, self.rate * self._burst_s) if per_minute > 0 else 0.0
+
+    def set_rate(self, per_minute: float, now: float) -> None:
+        """Refill at ``per_minute`` from now on; what is banked above the new depth goes."""
+        self._refill(now)
+        self._set(per_minute)
+        self.level = min(self.level, self.capacity)
 
     def _refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + (now - self._at) * self.rate)
@@ -149,7 +182,9 @@ class TokenBucket:
     def wait_s(self, amount: float, now: float) -> float:
         self._refill(now)
         missing = min(amount, self.capacity) - self.level
-        return 0.0 if missing <= 0 else missing / self.rate
+        if missing <= 0 and self.rate > 0:
+            return 0.0
+        return math.inf if self.rate <= 0 else missing / self.rate
 
     def take(self, amount: float) -> None:
         self.level -= amount
@@ -157,6 +192,35 @@ class TokenBucket:
     def give_back(self, amount: float, now: float) -> None:
         self._refill(now)
         self.level = min(self.capacity, self.level + amount)
+
+
+class Budget:
+    """One of a model's budgets (requests or tokens a minute): the rate stated for the
+    model (declared, or learned from the provider), this process's share of it (all of
+    it in one process; on a shared store, what the balancing gives it), the bucket that
+    refills at that share, and the demand the balancing weighs the shares by."""
+
+    def __init__(self, stated: float, burst_s: float, now: float, share: float) -> None:
+        self.stated = stated
+        self.share = share
+        self.bucket = TokenBucket(HEADROOM * share, burst_s, now)
+        self.taken = 0.0  # units charged since the last balancing
+        self.waiting = 0.0  # units of the calls waiting for this budget now
+
+    @property
+    def in_force(self) -> float:
+        """The rate this process's calls are admitted at (its share, less the headroom)."""
+        return self.bucket.per_minute
+
+    def set_share(self, share: float, now: float) -> None:
+        self.share = share
+        self.bucket.set_rate(HEADROOM * share, now)
+
+    def demand(self) -> float:
+        """Units wanted since the last call (charged, and waiting now); starts anew."""
+        wanted = self.taken + self.waiting
+        self.taken = 0.0
+        return wanted
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +259,7 @@ class RateStats:
 
     model_id: str
     adaptive: bool
-    concurrency: int  # the current value (the model limit's capacity)
+    concurrency: int  # the current value (the model limit's, within this replica's share)
     min_concurrency: int
     max_concurrency: int
     slow_start: bool
@@ -206,6 +270,14 @@ class RateStats:
     requests_per_minute: float | None = None  # the budgets in force (declared or learned)
     tokens_per_minute: float | None = None
     learned: bool = False  # a budget was learned from the provider's headers
+    # Several replicas on one store: how many are live, this one included; the model's
+    # concurrency and episodes summed over them (as each published them at its latest
+    # balancing); this replica's share of each budget, per minute (all of it alone).
+    replicas: int = 1
+    replicas_concurrency: int = 0
+    replicas_episodes: int = 0
+    requests_share: float | None = None
+    tokens_share: float | None = None
 
 
 class ModelRateControl:
@@ -218,18 +290,19 @@ class ModelRateControl:
         self._clock = clock
         now = clock()
         self.aimd = Aimd(settings, now) if settings.adaptive else None
-        self.requests = (
-            None
-            if settings.requests_per_minute is None
-            else TokenBucket(HEADROOM * settings.requests_per_minute, settings.burst_s, now)
-        )
-        self.tokens = (
-            None
-            if settings.tokens_per_minute is None
-            else TokenBucket(HEADROOM * settings.tokens_per_minute, settings.burst_s, now)
-        )
+        rpm, tpm = settings.requests_per_minute, settings.tokens_per_minute
+        self.requests = None if rpm is None else Budget(rpm, settings.burst_s, now, rpm)
+        self.tokens = None if tpm is None else Budget(tpm, settings.burst_s, now, tpm)
+        # Replicas share the store: a budget learned from headers starts with no share
+        # until the next balancing gives it one (alone, it is all of it at once).
+        self.shared = False
+        self.replicas = 1
+        self.peer_concurrency = 0  # the other live replicas' published figures
+        self.peer_episodes = 0
+        self._budget_changed: anyio.Event | None = None  # set when a share moves
         self._held_until = -math.inf  # the provider's headers said: nothing left until then
         self._completion_mean = float(_FIRST_COMPLETION_GUESS)
+        self._answer_s: float | None = None  # the mean time a successful call takes
         self._answers = 0
         self.rate_limited = 0
         self.waiting = 0
@@ -239,6 +312,18 @@ class ModelRateControl:
             limit.set_capacity(self.aimd.capacity)
         limit.min_capacity = settings.min_concurrency if settings.adaptive else limit.capacity
         limit.max_capacity = settings.max_concurrency
+
+    @property
+    def concurrency(self) -> int:
+        """The calls this replica may have in flight on the model now: the limit's value,
+        capped by its share of the model's limit on a shared store."""
+        ceiling = self._limit.ceiling
+        capacity = self._limit.capacity
+        return capacity if ceiling is None else min(capacity, ceiling)
+
+    @property
+    def episodes(self) -> int:
+        return 0 if self.aimd is None else self.aimd.episodes
 
     @property
     def counts_tokens(self) -> bool:
@@ -252,26 +337,51 @@ class ModelRateControl:
 
     async def admit(self, estimate: TokenEstimate = NO_TOKENS) -> Ticket:
         """Wait until the call fits every budget and the provider's reset; charge it."""
-        estimated_tokens = estimate.total
+        wants = [
+            (budget, amount)
+            for budget, amount in ((self.requests, 1.0), (self.tokens, float(estimate.total)))
+            if budget is not None
+        ]
         self.waiting += 1
+        for budget, amount in wants:
+            budget.waiting += amount
         try:
             while True:
                 now = self._clock()
                 wait = self._held_until - now
                 if self.requests is not None:
-                    wait = max(wait, self.requests.wait_s(1.0, now))
+                    wait = max(wait, self.requests.bucket.wait_s(1.0, now))
                 if self.tokens is not None:
-                    wait = max(wait, self.tokens.wait_s(float(estimated_tokens), now))
+                    wait = max(wait, self.tokens.bucket.wait_s(float(estimate.total), now))
                 if wait <= 0:
                     break
-                await anyio.sleep(wait)
+                if self._budget_changed is None:
+                    self._budget_changed = anyio.Event()
+                with anyio.move_on_after(wait):  # or until a share moves
+                    await self._budget_changed.wait()
         finally:
             self.waiting -= 1
+            for budget, amount in wants:
+                budget.waiting -= amount
         if self.requests is not None:
-            self.requests.take(1.0)
+            self.requests.bucket.take(1.0)
+            self.requests.taken += 1.0
         if self.tokens is not None:
-            self.tokens.take(float(estimated_tokens))
+            self.tokens.bucket.take(float(estimate.total))
+            self.tokens.taken += float(estimate.total)
         return Ticket(self.model_id, estimate, now)
+
+    def set_shares(self, requests: float | None, tokens: float | None) -> None:
+        """This replica's share of each budget (per minute), from a balancing; the calls
+        waiting for budget look again at once."""
+        now = self._clock()
+        if self.requests is not None and requests is not None:
+            self.requests.set_share(requests, now)
+        if self.tokens is not None and tokens is not None:
+            self.tokens.set_share(tokens, now)
+        if self._budget_changed is not None:
+            self._budget_changed.set()
+            self._budget_changed = None
 
     def sending(self, ticket: Ticket) -> None:
         """The call holds its slots and goes out now: the time AIMD judges it by."""
@@ -310,18 +420,33 @@ class ModelRateControl:
                 self._limit.episodes = self.aimd.episodes
             return
         if outcome.kind is OutcomeKind.SUCCEEDED:
+            took = now - ticket.sent_at
+            self._answer_s = (
+                took if self._answer_s is None else self._answer_s + 0.05 * (took - self._answer_s)
+            )
             self._correct(ticket, outcome, now)
             # Only a call sent with the limit full tests it: the limit of a model
             # that cannot fill it (too little work, a slower bottleneck) must not climb.
             if self.aimd is not None and ticket.at_limit:
-                self.aimd.on_success(ticket.sent_at, now)
+                self.aimd.on_success(ticket.sent_at, now, self.replicas)
                 self._limit.set_capacity(self.aimd.capacity)
+
+    async def hold_rate_limited(self, ticket: Ticket) -> None:
+        """A call answered 429 keeps its slot until a mean answer's time after it was
+        sent. A provider that is full answers 429 at once, and the slot handed straight
+        on would send the next call into it at once: a replica (or a model whose
+        capacity other clients take) would probe a full provider as fast as it answers
+        429s, not as fast as it frees places (measured: bench_replica_rates X2)."""
+        if self._answer_s is not None:
+            wait = ticket.sent_at + self._answer_s - self._clock()
+            if wait > 0:
+                await anyio.sleep(wait)
 
     def _refund(self, ticket: Ticket, now: float) -> None:
         if self.requests is not None:
-            self.requests.give_back(1.0, now)
+            self.requests.bucket.give_back(1.0, now)
         if self.tokens is not None:
-            self.tokens.give_back(float(ticket.estimated_tokens), now)
+            self.tokens.bucket.give_back(float(ticket.estimated_tokens), now)
 
     def _correct(self, ticket: Ticket, outcome: SubtaskOutcome, now: float) -> None:
         if outcome.completion_tokens is not None:
@@ -336,32 +461,43 @@ class ModelRateControl:
             used += outcome.completion_tokens - estimate.completion
         surplus = estimate.total - used
         if surplus > 0:
-            self.tokens.give_back(float(surplus), now)
+            self.tokens.bucket.give_back(float(surplus), now)
         else:
-            self.tokens.take(float(-surplus))
+            self.tokens.bucket.take(float(-surplus))
 
     def _read_headers(self, info: RateLimitInfo, tokens_needed: int, now: float) -> None:
         # A limit the provider states and the config does not becomes the budget.
-        burst_s = self.settings.burst_s
         if self.requests is None and info.limit_requests:
-            self.requests = TokenBucket(HEADROOM * info.limit_requests, burst_s, now)
-            self.requests.level = min(self.requests.capacity, info.remaining_requests or 0.0)
-            self.learned = True
+            self.requests = self._learned(info.limit_requests, info.remaining_requests, now)
         if self.tokens is None and info.limit_tokens:
-            self.tokens = TokenBucket(HEADROOM * info.limit_tokens, burst_s, now)
-            self.tokens.level = min(self.tokens.capacity, info.remaining_tokens or 0.0)
-            self.learned = True
+            self.tokens = self._learned(info.limit_tokens, info.remaining_tokens, now)
         waits = [info.requests_wait_s(), info.tokens_wait_s(float(tokens_needed))]
         longest = max((w for w in waits if w is not None), default=None)
         if longest is not None and longest > 0:
             self._held_until = max(self._held_until, now + longest)
+
+    def _learned(self, limit: float, remaining: float | None, now: float) -> Budget:
+        self.learned = True
+        budget = Budget(limit, self.settings.burst_s, now, 0.0 if self.shared else limit)
+        budget.bucket.level = min(budget.bucket.capacity, remaining or 0.0)
+        return budget
+
+    def peers_published(self, replicas: int, concurrency: int, episodes: int) -> None:
+        """The other live replicas' figures for this model, from a balancing."""
+        more_episodes = episodes > self.peer_episodes and replicas > 1
+        self.replicas = replicas
+        self.peer_concurrency = concurrency
+        self.peer_episodes = episodes
+        if more_episodes and self.aimd is not None:
+            self.aimd.on_peer_episodes(self._clock())
+            self._limit.set_capacity(self.aimd.capacity)
 
     def stats(self) -> RateStats:
         aimd = self.aimd
         return RateStats(
             model_id=self.model_id,
             adaptive=aimd is not None,
-            concurrency=self._limit.capacity,
+            concurrency=self.concurrency,
             min_concurrency=self._limit.min_capacity,
             max_concurrency=self._limit.max_capacity,
             slow_start=aimd is not None and aimd.slow_start,
@@ -369,9 +505,14 @@ class ModelRateControl:
             rate_limited=self.rate_limited,
             waiting=self.waiting,
             held_until_s=max(0.0, self._held_until - self._clock()),
-            requests_per_minute=None if self.requests is None else self.requests.per_minute,
-            tokens_per_minute=None if self.tokens is None else self.tokens.per_minute,
+            requests_per_minute=None if self.requests is None else self.requests.in_force,
+            tokens_per_minute=None if self.tokens is None else self.tokens.in_force,
             learned=self.learned,
+            replicas=self.replicas,
+            replicas_concurrency=self.concurrency + self.peer_concurrency,
+            replicas_episodes=(0 if aimd is None else aimd.episodes) + self.peer_episodes,
+            requests_share=None if self.requests is None else self.requests.share,
+            tokens_share=None if self.tokens is None else self.tokens.share,
         )
 
 

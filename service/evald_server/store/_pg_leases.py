@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import asyncpg
 
 from evald_server.store._errors import StoreError
+from evald_server.store._records import SharedRate, Shares
 
 DB_NOW = "extract(epoch from clock_timestamp())"
 LIVE = f"replicas.lease_until > {DB_NOW}"  # the SQL test of a live membership row
@@ -98,6 +99,29 @@ async def orphaned_scoring(conn: asyncpg.Connection, grace_s: float) -> list[tup
 
 
 _CAPACITY_LOCK = 0x65766163  # "evac": one balancing of the shares at a time, database-wide
+_DEMAND = "@demand:"  # a rate's demand among a replica's published figures
+# Of a rate, every replica stating it keeps at least this fraction (over the number of
+# them) whatever its demand, so that an idle replica's first calls do not wait for a
+# balancing; the rest goes by demand.
+IDLE_SHARE = 0.05
+
+
+def fenced(limits: Mapping[str, int], rates: Mapping[str, SharedRate] | None) -> Shares:
+    """No share of anything: this replica is not (or may no longer be) a live member."""
+    return Shares(dict.fromkeys(limits, 0), dict.fromkeys(rates or {}, 0.0))
+
+
+def rate_share(rate: SharedRate, others_held: float, others_demand: float, n: int) -> float:
+    """A replica's share of a rate among ``n`` live replicas, weighted by demand:
+    ``limit × (demand + ε·D/n) / (D·(1 + ε))``, D the demand summed over them and ε
+    ``IDLE_SHARE``; ``limit / n`` when none wants any. Capped at what the others do not
+    hold, like a concurrency share."""
+    total = rate.demand + others_demand
+    if total <= 0:
+        weight = 1.0 / n
+    else:
+        weight = (rate.demand + IDLE_SHARE * total / n) / (total * (1.0 + IDLE_SHARE))
+    return max(0.0, min(rate.limit * weight, rate.limit - others_held))
 
 
 async def capacity_shares(
@@ -106,37 +130,56 @@ async def capacity_shares(
     owner: str,
     limits: Mapping[str, int],
     held: Mapping[str, int],
-) -> dict[str, int]:
-    """This replica's share of each model's global limit, and publish what it holds.
+    rates: Mapping[str, SharedRate] | None = None,
+    published: Mapping[str, float] | None = None,
+) -> Shares:
+    """This replica's share of each model's global limit and rate; publish what it holds.
 
-    Fair share: ``limit // n``, one more for the first ``limit % n`` replicas (replica id
-    order), so the shares add up to the limit. A share is also capped at what the other
-    live replicas do not hold (``limit - Σ their published holds``): a share taken from a
-    replica is free only once that replica has said it no longer uses it (its calls in
-    flight have come back under its new share), or once its lease has expired. Balancing
-    runs under one advisory lock, so each replica sees the others' latest holds; every
-    replica publishes at least what it may use, so the holds never add up above a limit.
+    Concurrency, fair share: ``limit // n``, one more for the first ``limit % n``
+    replicas (replica id order), so the shares add up to the limit. Rates (requests or
+    tokens a minute), by demand (``rate_share``). A share is also capped at what the
+    other live replicas do not hold (``limit - Σ their published holds``): a share taken
+    from a replica is free only once that replica has said it no longer uses it (its
+    calls in flight have come back under its new share, its budget refills at the new
+    rate), or once its lease has expired. Balancing runs under one advisory lock, so
+    each replica sees the others' latest holds; every replica publishes at least what it
+    may use, so the holds never add up above a limit.
+
+    A replica's ``capacity`` row is one JSON object of numbers: its hold of each limit
+    and rate, each rate's demand (``@demand:`` + key) and the figures it ``published``;
+    the others' are summed key by key (``Shares.peers``).
     """
+    rates = rates or {}
+    published = published or {}
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _CAPACITY_LOCK)
         rows = await conn.fetch(
             f"SELECT replica_id, owner, capacity FROM replicas WHERE {LIVE} ORDER BY replica_id"
         )
         ids = [r["replica_id"] for r in rows]
+        others: dict[str, float] = {}
+        for row in rows:
+            if row["replica_id"] != replica_id:
+                for key, value in json.loads(row["capacity"]).items():
+                    others[key] = others.get(key, 0.0) + float(value)
         if (replica_id, owner) not in [(r["replica_id"], r["owner"]) for r in rows]:
-            shares = dict.fromkeys(limits, 0)  # not a live member (taken for dead): fenced
+            shares = fenced(limits, rates)  # not a live member (taken for dead)
         else:
             rank, n = ids.index(replica_id), len(ids)
-            others: dict[str, int] = {}
-            for row in rows:
-                if row["replica_id"] != replica_id:
-                    for model, slots in json.loads(row["capacity"]).items():
-                        others[model] = others.get(model, 0) + int(slots)
-            shares = {}
+            slots = {}
             for model, limit in limits.items():
                 fair = limit // n + (1 if rank < limit % n else 0)
-                shares[model] = max(0, min(fair, limit - others.get(model, 0)))
-        holds = {m: max(shares[m], held.get(m, 0)) for m in limits}
+                slots[model] = max(0, min(fair, limit - int(others.get(model, 0))))
+            shared = {
+                key: rate_share(rate, others.get(key, 0.0), others.get(_DEMAND + key, 0.0), n)
+                for key, rate in rates.items()
+            }
+            shares = Shares(slots, shared, {k: others.get(k, 0.0) for k in published}, n)
+        holds: dict[str, float] = {m: max(shares.slots[m], held.get(m, 0)) for m in limits}
+        for key, rate in rates.items():
+            holds[key] = max(shares.rates[key], rate.held)
+            holds[_DEMAND + key] = rate.demand
+        holds |= published
         await conn.execute(
             "UPDATE replicas SET capacity = $3 WHERE replica_id = $1 AND owner = $2",
             replica_id,

@@ -47,6 +47,8 @@ from evald_server.store._records import (
     RecordRow,
     RunRow,
     SampleScoreRow,
+    SharedRate,
+    Shares,
     StateCounts,
     StoreChange,
     SubtaskOutcome,
@@ -77,10 +79,16 @@ class Store(Protocol):
         ...
 
     async def capacity_shares(
-        self, limits: Mapping[str, int], held: Mapping[str, int]
-    ) -> Mapping[str, int]:
-        """This process's share of each model's global ``max_concurrency`` (``limits``),
-        given the slots it may be using now (``held``); the whole limit on SQLite."""
+        self,
+        limits: Mapping[str, int],
+        held: Mapping[str, int],
+        rates: Mapping[str, SharedRate] | None = None,
+        published: Mapping[str, float] | None = None,
+    ) -> Shares:
+        """This process's share of each global concurrency limit (``limits``, given the
+        slots it may be using now, ``held``) and of each shared rate (``rates``); it
+        publishes ``published`` for the other replicas and gets theirs summed. The whole
+        of every limit on SQLite."""
         ...
 
     # Datasets (immutable once created).

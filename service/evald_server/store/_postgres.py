@@ -79,6 +79,8 @@ from evald_server.store._records import (
     RecordRow,
     RunRow,
     SampleScoreRow,
+    SharedRate,
+    Shares,
     StateCounts,
     StoreChange,
     SubtaskOutcome,
@@ -161,7 +163,7 @@ class PostgresStore:
         self._closed = False
         self._tokens = itertools.count(1)
         self._renewed_at = time.monotonic()  # the last renewal of this replica's lease
-        self._shares: dict[str, int] = {}
+        self._shares: Shares | None = None
         self.members: list[tuple[str, str]] = []  # live (replica id, owner), last heartbeat
         self._count_statements = count_statements
         self.statements = 0  # statements sent, with count_statements (the bench)
@@ -308,8 +310,12 @@ class PostgresStore:
         return requeued
 
     async def capacity_shares(
-        self, limits: Mapping[str, int], held: Mapping[str, int]
-    ) -> Mapping[str, int]:
+        self,
+        limits: Mapping[str, int],
+        held: Mapping[str, int],
+        rates: Mapping[str, SharedRate] | None = None,
+        published: Mapping[str, float] | None = None,
+    ) -> Shares:
         """One try, briefly: a replica that cannot reach the database keeps its shares
         until its lease would have expired, then fences itself (no share at all), since
         the others will have taken its shares back by then."""
@@ -317,15 +323,17 @@ class PostgresStore:
         try:
             async with self._pool.acquire(timeout=self.lease_s / 2) as conn:
                 shares = await asyncio.wait_for(
-                    leases.capacity_shares(conn, self.replica_id, self.owner, limits, held),
+                    leases.capacity_shares(
+                        conn, self.replica_id, self.owner, limits, held, rates, published
+                    ),
                     self.lease_s / 2,
                 )
         except (*_LOST, asyncpg.PostgresError) as exc:
             if not isinstance(exc, TimeoutError):  # slow is not unreachable: health stays
                 self._lost(exc)
             if time.monotonic() - self._renewed_at > self.lease_s - self.heartbeat_s:
-                return dict.fromkeys(limits, 0)
-            return dict(self._shares) or dict.fromkeys(limits, 0)
+                return leases.fenced(limits, rates)
+            return self._shares or leases.fenced(limits, rates)
         self._shares = shares
         return shares
 

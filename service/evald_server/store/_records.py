@@ -502,3 +502,26 @@ class StoreChange:
     kind: ChangeKind
     run_id: str = ""
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRate:
+    """A rate that several replicas share (a model's requests or tokens a minute), as
+    one replica states it at a balancing (``Store.capacity_shares``)."""
+
+    limit: float  # the stated rate, per minute
+    held: float  # the rate its calls are admitted at now (its share in force), per minute
+    demand: float  # the units it wanted since its last balancing, waiting ones included
+
+
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """One balancing: this process's share of each shared limit, and what the others
+    published (the whole of every limit, and nothing of others, on SQLite)."""
+
+    slots: Mapping[str, int]  # of each concurrency limit
+    rates: Mapping[str, float] = field(default_factory=dict)  # of each rate, per minute
+    # Each figure this process published (``published``), summed over the other live
+    # replicas' latest balancings.
+    peers: Mapping[str, float] = field(default_factory=dict)
+    replicas: int = 1  # live replicas, this one included

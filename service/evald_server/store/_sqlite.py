@@ -58,6 +58,8 @@ from evald_server.store._records import (
     RecordRow,
     RunRow,
     SampleScoreRow,
+    SharedRate,
+    Shares,
     StateCounts,
     StoreChange,
     SubtaskOutcome,
@@ -139,10 +141,14 @@ class SqliteStore:
         yield StoreChange(ChangeKind.RESYNC)  # pragma: no cover (never reached)
 
     async def capacity_shares(
-        self, limits: Mapping[str, int], held: Mapping[str, int]
-    ) -> Mapping[str, int]:
-        """One process: every model's whole limit is its own."""
-        return dict(limits)
+        self,
+        limits: Mapping[str, int],
+        held: Mapping[str, int],
+        rates: Mapping[str, SharedRate] | None = None,
+        published: Mapping[str, float] | None = None,
+    ) -> Shares:
+        """One process: every model's whole limit and rate is its own."""
+        return Shares(dict(limits), {key: rate.limit for key, rate in (rates or {}).items()})
 
     @classmethod
     async def from_url(cls, url: str, *, events_retained_per_run: int = 100_000) -> "SqliteStore":
