@@ -3,7 +3,7 @@ vectorised resample statistics against recomputation on expanded sample lists.""
 
 import dataclasses
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -13,7 +13,6 @@ from evald_server.scoring import IntervalMethod, ScoreReport, ScoringSample, sco
 from evald_server.scoring import _intervals as intervals
 from evald_server.scoring._common import BaseScorer
 from evald_server.scoring._intervals import (
-    FloatArray,
     GroupedSums,
     bootstrap_distribution,
     record_units,
@@ -159,8 +158,8 @@ def test_wilson_known_values(successes: int, n: int, lower: float, upper: float)
 
 @pytest.mark.parametrize("task_type", list(TaskType))
 def test_resample_statistic_equals_recomputation(task_type: TaskType) -> None:
-    """statistic(W) must equal the metrics of the sample list with sample i taken W[i] times
-    (W summed per group for a statistic over groups)."""
+    """statistic(W) must equal the metrics of the sample list with sample i taken W[i] times;
+    so must the bootstrap's statistic over groups, given W summed per group."""
     rng = random.Random(5)
     samples = BUILDERS[task_type](rng, 40)
     scorer = scorer_for(task_type)
@@ -168,17 +167,19 @@ def test_resample_statistic_equals_recomputation(task_type: TaskType) -> None:
     evaluation = scorer.evaluate(samples, samples)
     weights = np.random.default_rng(0).integers(0, 4, size=(6, len(samples))).astype(np.float64)
     weights[:, 0] += 1  # no empty resample
-    given = weights
-    if evaluation.groups is not None:  # the statistic takes the weights per group
-        given = np.zeros((weights.shape[0], evaluation.groups.count))
-        for i, group in enumerate(evaluation.groups.of.tolist()):
-            given[:, group] += weights[:, i]
-    resampled = evaluation.statistic(given)
+    statistics = [evaluation.statistic(weights)]
+    if evaluation.grouped is not None:
+        groups, over_groups = evaluation.grouped
+        per_group = np.zeros((weights.shape[0], groups.count))
+        for i, group in enumerate(groups.of.tolist()):
+            per_group[:, group] += weights[:, i]
+        statistics.append(over_groups(per_group))
     for row in range(weights.shape[0]):
         expanded = [s for s, w in zip(samples, weights[row], strict=True) for _ in range(int(w))]
         expected = scorer.evaluate(expanded, samples).metrics
         for metric, value in expected.items():
-            assert resampled[metric][row] == pytest.approx(value, abs=1e-12), metric
+            for resampled in statistics:
+                assert resampled[metric][row] == pytest.approx(value, abs=1e-12), metric
 
 
 def test_grouped_sums_match_a_loop() -> None:
@@ -273,18 +274,13 @@ def test_a_statistic_over_groups_gives_the_per_sample_distribution(repeat: int) 
     scorer = scorer_for(TaskType.CLASSIFICATION)
     assert isinstance(scorer, BaseScorer)
     evaluation = scorer.evaluate(samples, samples)
-    assert evaluation.groups is not None
+    assert evaluation.grouped is not None
+    groups, over_groups = evaluation.grouped
     units, n_units = record_units([s.record_id for s in samples])
     by_group = bootstrap_distribution(
-        units, n_units, evaluation.statistic, seed=4, resamples=50, groups=evaluation.groups
+        units, n_units, over_groups, seed=4, resamples=50, groups=groups
     )
-    indicator = np.zeros((len(samples), evaluation.groups.count))
-    indicator[np.arange(len(samples)), evaluation.groups.of] = 1.0
-
-    def per_sample(weights: FloatArray) -> Mapping[str, FloatArray]:
-        return evaluation.statistic(weights @ indicator)
-
-    expected = bootstrap_distribution(units, n_units, per_sample, seed=4, resamples=50)
+    expected = bootstrap_distribution(units, n_units, evaluation.statistic, seed=4, resamples=50)
     assert by_group.keys() == expected.keys()
     for metric, values in expected.items():
         assert by_group[metric].tobytes() == values.tobytes(), metric

@@ -15,14 +15,21 @@ an unmapped output is wrong and flagged ``unmapped_output``.
   ``unmapped_outputs`` are always there.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from evald_server.domain import TaskType
 from evald_server.scoring._common import BaseScorer, Evaluation, Row
-from evald_server.scoring._intervals import FloatArray, GroupedSums, Groups, IntArray, safe_div
+from evald_server.scoring._intervals import (
+    FloatArray,
+    GroupedSums,
+    Groups,
+    IntArray,
+    Statistic,
+    safe_div,
+)
 from evald_server.scoring._labels import LabelMatcher
 from evald_server.scoring._payloads import ClassificationPayload, ClassMetrics, WorstExample
 from evald_server.scoring._scored_pages import ScoredPage, merged_order
@@ -152,14 +159,6 @@ class ClassificationScorer(BaseScorer):
         # per-class true positives, support and predictions, then correct and 1.
         # The columns are 0/1, so the sums are exact whatever the summation order.
         columns = _count_columns(gold, pred, correct, n_labels)
-        # A sample's columns depend only on its (gold, predicted) pair: the bootstrap
-        # weighs those pairs, and the product is over one row per pair.
-        pairs = None
-        if columns is not None and n_labels * (n_labels + 1) <= gold.size:
-            pairs = Groups(gold * (n_labels + 1) + pred + 1, n_labels * (n_labels + 1))
-            per_pair = np.zeros((pairs.count, columns.shape[1]), dtype=np.float64)
-            per_pair[pairs.of] = columns
-            columns = per_pair
         grouped = (
             (
                 GroupedSums(gold, n_labels, correct),
@@ -170,22 +169,39 @@ class ClassificationScorer(BaseScorer):
             else ()
         )
 
-        def statistic(weights: FloatArray) -> dict[str, FloatArray]:
-            if columns is None:
-                sums = [g(weights) for g in grouped]
-                sums += [(weights @ correct)[:, None], weights.sum(axis=1)[:, None]]
-            else:
-                counted = weights @ columns
-                k = n_labels
-                sums = [counted[:, :k], counted[:, k : 2 * k], counted[:, 2 * k : 3 * k]]
-                sums += [counted[:, 3 * k : 3 * k + 1], counted[:, 3 * k + 1 :]]
-            resampled = _Counts(sums[0], sums[1], sums[2])
+        def resampled(sums: list[FloatArray]) -> dict[str, FloatArray]:
+            counts = _Counts(sums[0], sums[1], sums[2])
             return {
                 "accuracy": sums[3][:, 0] / sums[4][:, 0],
-                "f1_macro": resampled.macro(resampled.f1),
-                "precision_macro": resampled.macro(resampled.precision),
-                "recall_macro": resampled.macro(resampled.recall),
+                "f1_macro": counts.macro(counts.f1),
+                "precision_macro": counts.macro(counts.precision),
+                "recall_macro": counts.macro(counts.recall),
             }
+
+        def over(matrix: FloatArray) -> Callable[[FloatArray], dict[str, FloatArray]]:
+            def statistic(weights: FloatArray) -> dict[str, FloatArray]:
+                counted = weights @ matrix
+                k = n_labels
+                tp, support, predicted = (counted[:, i * k : (i + 1) * k] for i in range(3))
+                return resampled(
+                    [tp, support, predicted, counted[:, 3 * k : 3 * k + 1], counted[:, 3 * k + 1 :]]
+                )
+
+            return statistic
+
+        def segmented(weights: FloatArray) -> dict[str, FloatArray]:
+            sums = [g(weights) for g in grouped]
+            return resampled([*sums, (weights @ correct)[:, None], weights.sum(axis=1)[:, None]])
+
+        statistic = segmented if columns is None else over(columns)
+        # A sample's columns depend only on its (gold, predicted) pair: the bootstrap
+        # weighs those pairs, and the product is over one row per pair.
+        by_pair: tuple[Groups, Statistic] | None = None
+        if columns is not None and n_labels * (n_labels + 1) <= gold.size:
+            pairs = Groups(gold * (n_labels + 1) + pred + 1, n_labels * (n_labels + 1))
+            per_pair = np.zeros((pairs.count, columns.shape[1]), dtype=np.float64)
+            per_pair[pairs.of] = columns
+            by_pair = (pairs, over(per_pair))
 
         confusion: tuple[tuple[int, ...], ...] = ()
         unmapped_by_gold: tuple[int, ...] = ()
@@ -216,7 +232,7 @@ class ClassificationScorer(BaseScorer):
             statistic=statistic,
             build_payload=build_payload,
             proportions={"accuracy": float(correct.sum())},
-            groups=pairs,
+            grouped=by_pair,
         )
 
 

@@ -66,10 +66,12 @@ class Evaluation:
 
     rows: list[Row]
     metrics: dict[str, float]
-    statistic: Statistic  # recomputes every headline metric from resample weights
+    statistic: Statistic  # recomputes every headline metric from per-sample weights
     build_payload: Callable[[tuple[WorstExample, ...]], Payload]
     proportions: dict[str, float] = field(default_factory=dict)  # metric → successes
-    groups: Groups | None = None  # given: ``statistic`` takes weights per group
+    # The same statistic over weights per group, for the bootstrap (the comparison and
+    # any other caller weigh samples: ``statistic``).
+    grouped: tuple[Groups, Statistic] | None = None
 
 
 class BaseScorer(ABC):
@@ -162,10 +164,10 @@ class BaseScorer(ABC):
             distribution = bootstrap_distribution(
                 units,
                 n_units,
-                evaluation.statistic,
+                evaluation.statistic if evaluation.grouped is None else evaluation.grouped[1],
                 seed=seed,
                 resamples=resamples,
-                groups=evaluation.groups,
+                groups=None if evaluation.grouped is None else evaluation.grouped[0],
             )
             for metric, point in evaluation.metrics.items():
                 successes = evaluation.proportions.get(metric)
