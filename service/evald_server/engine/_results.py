@@ -34,7 +34,7 @@ from evald_server.domain import (
 from evald_server.scoring import ScoreReport, scorer_dependencies
 from evald_server.store import DatasetRow, TaskRow
 
-CONTRACT_VERSION = "1.3.0"
+CONTRACT_VERSION = "1.4.0"
 
 
 @dataclass(frozen=True, slots=True)
