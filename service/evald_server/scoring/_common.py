@@ -105,6 +105,36 @@ class BaseScorer(ABC):
     # Scores page by page as outcomes commit (``score_page`` + ``aggregate``); a scorer
     # that cannot is scored over the whole task once its inference is finished.
     pages: ClassVar[bool] = False
+    # Each sample's scores depend on that sample only: a worker scoring the whole task
+    # scores each page as it arrives and keeps its columns (``measure`` + ``conclude``,
+    # see ``_streamed``) instead of every sample.
+    streams: ClassVar[bool] = False
+
+    def measure_state(self) -> Any:
+        """What ``measure`` reuses from one page to the next of a task (a cache)."""
+        return None
+
+    def measure(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample], state: Any
+    ) -> tuple[list[Row], dict[str, np.ndarray]]:
+        """The rows of ``scored`` (the samples of ``every`` with an output) and the
+        columns the metrics are computed from: one entry per sample of ``scored`` or of
+        ``every`` along axis 0, so that a task's are its pages' concatenated."""
+        raise NotImplementedError(f"scorer {self.name} does not score sample by sample")
+
+    def conclude(self, columns: Mapping[str, np.ndarray]) -> Evaluation:
+        """The evaluation (without rows) of the samples whose columns ``measure`` gave,
+        concatenated in sample order."""
+        raise NotImplementedError(f"scorer {self.name} does not score sample by sample")
+
+    def _evaluate_measured(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
+    ) -> Evaluation:
+        """``evaluate`` of a ``streams`` scorer: the same two steps as a streamed task."""
+        rows, columns = self.measure(scored, every, self.measure_state())
+        evaluation = self.conclude(columns)
+        evaluation.rows = rows
+        return evaluation
 
     def score(
         self,
@@ -208,14 +238,7 @@ class BaseScorer(ABC):
         """A scored page from the rows of its scored samples (in the page's order)."""
         row_ids = row_ids_of([s.subtask_id for s in scored])
         primary = np.fromiter((row.primary for row in rows), dtype=np.float64, count=len(rows))
-        worst = []
-        if worst_k > 0:
-            # The page's k worst by (primary, row id): the task's k worst are among them.
-            for index in np.lexsort((row_ids, primary))[:worst_k].tolist():
-                if primary[index] >= 1.0:
-                    break
-                example = self._example(scored[index], rows[index])
-                worst.append(WorstCandidate(float(primary[index]), int(row_ids[index]), example))
+        worst = self._worst_candidates(scored, rows, primary, row_ids, worst_k)
         return ScoredPage(
             row_ids=row_ids,
             record_ids=tuple(s.record_id for s in scored),
@@ -229,6 +252,24 @@ class BaseScorer(ABC):
             columns=dict(columns),
             skipped=len(samples) - len(scored),
         )
+
+    def _worst_candidates(
+        self,
+        scored: Sequence[ScoringSample],
+        rows: Sequence[Row],
+        primary: FloatArray,
+        row_ids: IntArray,
+        worst_k: int,
+    ) -> list[WorstCandidate]:
+        """The page's k worst by (primary, row id): the task's k worst are among them."""
+        worst = []
+        if worst_k > 0:
+            for index in np.lexsort((row_ids, primary))[:worst_k].tolist():
+                if primary[index] >= 1.0:
+                    break
+                example = self._example(scored[index], rows[index])
+                worst.append(WorstCandidate(float(primary[index]), int(row_ids[index]), example))
+        return worst
 
     def _aggregated(
         self,

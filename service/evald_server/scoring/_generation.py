@@ -92,20 +92,28 @@ class GenerationScorer(BaseScorer):
     def input_text(self, record: Mapping[str, Any]) -> str:
         return str(record["input"])
 
+    streams = True
+
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
     ) -> Evaluation:
-        matcher = _Matcher()
+        return self._evaluate_measured(scored, every)
+
+    def measure_state(self) -> _Matcher:
+        return _Matcher()
+
+    def measure(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample], state: Any
+    ) -> tuple[list[Row], dict[str, np.ndarray]]:
+        matcher: _Matcher = state
         rows: list[Row] = []
-        per_mode = {mode: [0, 0] for mode in MODES}  # mode → [samples, correct]
+        modes: list[str] = []
         for sample in scored:
             mode = str(sample.record.get("match", "exact"))
             correct, flags, note = matcher.match(
                 mode, str(sample.record["reference"]), sample.output or ""
             )
-            counts = per_mode.setdefault(mode, [0, 0])
-            counts[0] += 1
-            counts[1] += correct
+            modes.append(mode)
             rows.append(
                 Row(
                     scores={"correct": float(correct)},
@@ -115,8 +123,19 @@ class GenerationScorer(BaseScorer):
                     note=f"{mode}: {note}" if note else mode,
                 )
             )
-        column: FloatArray = np.array([row.primary for row in rows], dtype=np.float64)
-        metrics = {"accuracy": float(column.mean()) if rows else 0.0}
+        correct_column = np.fromiter((row.correct for row in rows), dtype=np.bool_, count=len(rows))
+        mode_column = np.array(modes, dtype=object).reshape(len(modes))
+        return rows, {"correct": correct_column, "mode": mode_column}
+
+    def conclude(self, columns: Mapping[str, np.ndarray]) -> Evaluation:
+        correct_column = columns["correct"]
+        per_mode = {mode: [0, 0] for mode in MODES}  # mode → [samples, correct]
+        for mode, correct in zip(columns["mode"].tolist(), correct_column.tolist(), strict=True):
+            counts = per_mode.setdefault(mode, [0, 0])
+            counts[0] += 1
+            counts[1] += correct
+        column: FloatArray = correct_column.astype(np.float64)
+        metrics = {"accuracy": float(column.mean()) if column.size else 0.0}
         stats = tuple(
             MatchModeStats(mode, samples, correct)
             for mode, (samples, correct) in per_mode.items()
@@ -127,7 +146,7 @@ class GenerationScorer(BaseScorer):
             return GenerationPayload(per_mode=stats, worst_examples=worst)
 
         return Evaluation(
-            rows=rows,
+            rows=[],
             metrics=metrics,
             statistic=lambda weights: {"accuracy": (weights @ column) / weights.sum(axis=1)},
             build_payload=build_payload,

@@ -82,29 +82,28 @@ class MultipleChoiceScorer(BaseScorer):
     def input_text(self, record: Mapping[str, Any]) -> str:
         return str(record["question"])
 
+    streams = True
+
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
     ) -> Evaluation:
-        n_letters = max((len(s.record["choices"]) for s in every), default=0)
-        has_subjects = any(subject_of(s.record) is not None for s in every)
-        subject_names = sorted({subject_of(s.record) or "" for s in scored}) if has_subjects else []
-        subject_index = {name: i for i, name in enumerate(subject_names)}
+        return self._evaluate_measured(scored, every)
+
+    def measure(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample], state: Any
+    ) -> tuple[list[Row], dict[str, np.ndarray]]:
         rows: list[Row] = []
         gold = np.empty(len(scored), dtype=np.intp)
         pred = np.empty(len(scored), dtype=np.intp)
-        subjects = np.zeros(len(scored), dtype=np.intp)
-        rules: Counter[str] = Counter()
-        logprob_scored = fallbacks = 0
+        rules: list[str] = []
+        fell_backs = np.zeros(len(scored), dtype=np.bool_)
         for i, sample in enumerate(scored):
             choices = sample.record["choices"]
             extraction, logprobs, fell_back = _read(sample, choices)
             gold[i] = gold_choice_index(sample.record)
             pred[i] = -1 if extraction.index is None else extraction.index
-            if has_subjects:
-                subjects[i] = subject_index[subject_of(sample.record) or ""]
-            rules[extraction.rule] += 1
-            logprob_scored += extraction.rule == LOGPROBS
-            fallbacks += fell_back
+            rules.append(extraction.rule)
+            fell_backs[i] = fell_back
             correct = bool(pred[i] == gold[i])
             scores = {
                 "correct": float(correct),
@@ -124,10 +123,39 @@ class MultipleChoiceScorer(BaseScorer):
                     note=_note(extraction, int(gold[i]), fell_back),
                 )
             )
+        return rows, {
+            "gold": gold,
+            "pred": pred,
+            "rule": np.array(rules, dtype=object).reshape(len(rules)),
+            "fell_back": fell_backs,
+            "subject": np.array([subject_of(s.record) or "" for s in scored], dtype=object).reshape(
+                len(scored)
+            ),
+            # Over every sample of the page, scored or not:
+            "letters": np.array([len(s.record["choices"]) for s in every], dtype=np.intp),
+            "has_subject": np.array(
+                [subject_of(s.record) is not None for s in every], dtype=np.bool_
+            ),
+        }
+
+    def conclude(self, columns: Mapping[str, np.ndarray]) -> Evaluation:
+        gold: IntArray = columns["gold"]
+        pred: IntArray = columns["pred"]
+        n_letters = int(columns["letters"].max()) if columns["letters"].size else 0
+        has_subjects = bool(columns["has_subject"].any())
+        subject_column = columns["subject"].tolist()
+        subject_names = sorted(set(subject_column)) if has_subjects else []
+        subject_index = {name: i for i, name in enumerate(subject_names)}
+        subjects = np.zeros(gold.size, dtype=np.intp)
+        if has_subjects:
+            subjects[:] = [subject_index[name] for name in subject_column]
+        rules = Counter(columns["rule"].tolist())
+        logprob_scored = rules[LOGPROBS]
+        fallbacks = int(columns["fell_back"].sum())
         correct_column: FloatArray = (gold == pred).astype(np.float64)
         unmapped_column: FloatArray = (pred < 0).astype(np.float64)
         metrics: dict[str, float] = {}
-        if rows:
+        if gold.size:
             metrics = {
                 "accuracy": float(correct_column.mean()),
                 "unmapped_rate": float(unmapped_column.mean()),
@@ -177,7 +205,7 @@ class MultipleChoiceScorer(BaseScorer):
             )
 
         return Evaluation(
-            rows=rows,
+            rows=[],
             metrics=metrics,
             statistic=statistic,
             build_payload=build_payload,

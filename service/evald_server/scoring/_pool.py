@@ -34,6 +34,7 @@ from evald_server.scoring._pages import EncodedPage, PageDecoder, SampleSource
 from evald_server.scoring._registry import Scorer, scorer_for
 from evald_server.scoring._sample_scores import columnar
 from evald_server.scoring._scored_pages import ScoredPage
+from evald_server.scoring._streamed import StreamedTask
 from evald_server.scoring._types import ScoreReport, ScoringSample
 
 _log = logging.getLogger(__name__)
@@ -120,19 +121,59 @@ def _aggregate(scorer: Any, job: _Job, items: Sequence[Any]) -> ScoreReport | No
     return report
 
 
+class _Gathered:
+    """A job's samples kept until its end, then scored at once."""
+
+    def __init__(self, job: _Job | None) -> None:
+        self._job = job
+        self._items: list[ScoringSample | ScoredPage] = []
+
+    def add(self, items: Sequence[Any]) -> None:
+        self._items.extend(items)
+
+    def reply(self) -> _Reply:
+        return _score(self._job, self._items)
+
+
+class _Streamed:
+    """A whole task of a ``streams`` scorer, scored page by page as it arrives: the
+    worker holds the samples' scores and metric columns, not the samples."""
+
+    def __init__(self, job: _Job, scorer: Any) -> None:
+        self._task = StreamedTask(
+            scorer, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
+        )
+
+    def add(self, items: Sequence[Any]) -> None:
+        self._task.add(items)
+
+    def reply(self) -> _Reply:
+        report = self._task.report()
+        return _Reply(replace(report, sample_scores=columnar(report.sample_scores)))
+
+
+def _receiver(job: _Job | None) -> _Gathered | _Streamed:
+    """Where a job's pages go: whole-task jobs of a ``streams`` scorer are scored as they
+    come; the others (pages, aggregations, any other scorer) once they all came."""
+    if job is None or job.mode != _SCORE:
+        return _Gathered(job)
+    scorer: Any = job.scorer or scorer_for(job.task_type)
+    return _Streamed(job, scorer) if getattr(scorer, "streams", False) else _Gathered(job)
+
+
 def _worker_main(conn: Connection) -> None:
     """Worker process: answer jobs until told to stop or the pipe closes.
 
     A job is a ``_Job``, its pages of samples (decoded as they arrive, while the server
     reads the next one) and a ``_JobEnd``; the ``_Reply`` is sent after the end only, so
     a page that fails still lets the server send the rest and read one reply. ``None``
-    stops the worker.
+    stops the worker. A whole task of a ``streams`` scorer is scored page by page as it
+    arrives (``_Streamed``): the worker never holds more than a page of its samples.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     conn.send(_READY)
-    job: _Job | None = None
     decoder = PageDecoder()
-    samples: list[ScoringSample | ScoredPage] = []  # a page job's, or an aggregation's
+    receiver: _Gathered | _Streamed = _Gathered(None)
     failure: _Reply | None = None
     while True:
         try:
@@ -145,10 +186,17 @@ def _worker_main(conn: Connection) -> None:
         if message is None:
             return
         if isinstance(message, _Job):
-            job, decoder, samples, failure = message, PageDecoder(), [], None
+            decoder, failure = PageDecoder(), None
+            try:
+                receiver = _receiver(message)
+            except Exception as exc:
+                receiver, failure = _Gathered(message), _Reply.failed(exc)
         elif isinstance(message, _JobEnd):
-            reply = failure or _score(job, samples)
-            job, decoder, samples, failure = None, PageDecoder(), [], None
+            try:
+                reply = failure or receiver.reply()
+            except Exception as exc:
+                reply = _Reply.failed(exc)
+            decoder, receiver, failure = PageDecoder(), _Gathered(None), None
             try:
                 conn.send(reply)
             except Exception as exc:  # a report that cannot be pickled
@@ -157,7 +205,7 @@ def _worker_main(conn: Connection) -> None:
         elif failure is None:
             try:
                 page: _Page = message
-                samples.extend(decoder.decode(page) if isinstance(page, EncodedPage) else page)
+                receiver.add(decoder.decode(page) if isinstance(page, EncodedPage) else page)
             except Exception as exc:
                 failure = _Reply.failed(exc)
 

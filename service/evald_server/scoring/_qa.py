@@ -33,17 +33,22 @@ class QaScorer(BaseScorer):
     def input_text(self, record: Mapping[str, Any]) -> str:
         return str(record["question"])
 
+    streams = True
+
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
     ) -> Evaluation:
+        return self._evaluate_measured(scored, every)
+
+    def measure(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample], state: Any
+    ) -> tuple[list[Row], dict[str, np.ndarray]]:
         rows: list[Row] = []
-        no_answer = 0
         for sample in scored:
             output = sample.output or ""
             answers = sample.record["answers"]
             em, f1 = squad_best(output, answers)
             empty = not squad_normalize(output)
-            no_answer += empty
             rows.append(
                 Row(
                     scores={"exact_match": em, "f1": f1},
@@ -53,14 +58,21 @@ class QaScorer(BaseScorer):
                     note="no answer" if empty else f"best EM {em:g}, F1 {f1:.3f}",
                 )
             )
-        columns: FloatArray = np.array(
+        scores: FloatArray = np.array(
             [[row.scores["exact_match"], row.scores["f1"]] for row in rows], dtype=np.float64
         ).reshape(len(rows), 2)
-        means = columns.mean(axis=0) if rows else np.zeros(2)
+        no_answer = np.fromiter((bool(row.flags) for row in rows), dtype=np.bool_, count=len(rows))
+        return rows, {"scores": scores, "no_answer": no_answer}
+
+    def conclude(self, columns: Mapping[str, np.ndarray]) -> Evaluation:
+        scores: FloatArray = columns["scores"]
+        n = len(scores)
+        no_answer = int(columns["no_answer"].sum())
+        means = scores.mean(axis=0) if n else np.zeros(2)
         metrics = {"exact_match": float(means[0]), "f1": float(means[1])}
 
         def statistic(weights: FloatArray) -> dict[str, FloatArray]:
-            sums = weights @ columns
+            sums = weights @ scores
             total = weights.sum(axis=1)
             return {"exact_match": sums[:, 0] / total, "f1": sums[:, 1] / total}
 
@@ -68,15 +80,15 @@ class QaScorer(BaseScorer):
             return QaPayload(
                 exact_match=metrics["exact_match"],
                 f1=metrics["f1"],
-                answered=len(rows) - no_answer,
+                answered=n - no_answer,
                 no_answer_outputs=no_answer,
                 worst_examples=worst,
             )
 
         return Evaluation(
-            rows=rows,
+            rows=[],
             metrics=metrics,
             statistic=statistic,
             build_payload=build_payload,
-            proportions={"exact_match": float(columns[:, 0].sum())},
+            proportions={"exact_match": float(scores[:, 0].sum())},
         )

@@ -86,10 +86,19 @@ class SummarizationScorer(BaseScorer):
     def input_text(self, record: Mapping[str, Any]) -> str:
         return str(record["document"])
 
+    streams = True
+
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
     ) -> Evaluation:
-        scorer = new_rouge_scorer()
+        return self._evaluate_measured(scored, every)
+
+    def measure_state(self) -> Any:
+        return new_rouge_scorer()  # its stems memoised from one page to the next
+
+    def measure(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample], state: Any
+    ) -> tuple[list[Row], dict[str, np.ndarray]]:
         seen: dict[tuple[str, str], list[float]] = {}
         # Columns: (P, R, F) for each rouge type, in ROUGE_TYPES order.
         table: list[list[float]] = []
@@ -97,7 +106,7 @@ class SummarizationScorer(BaseScorer):
             pair = (str(sample.record["summary"]), sample.output or "")
             values = seen.get(pair)
             if values is None:
-                result = scorer.score(*pair)
+                result = state.score(*pair)
                 values = [
                     float(v)
                     for t in ROUGE_TYPES
@@ -105,8 +114,6 @@ class SummarizationScorer(BaseScorer):
                 ]
                 seen[pair] = values
             table.append(values)
-        columns: FloatArray = np.array(table, dtype=np.float64).reshape(len(table), 12)
-        f_columns = columns[:, 2::3]
         rows = [
             Row(
                 scores={METRIC_NAMES[t]: values[3 * i + 2] for i, t in enumerate(ROUGE_TYPES)},
@@ -114,7 +121,13 @@ class SummarizationScorer(BaseScorer):
             )
             for values in table
         ]
-        means = columns.mean(axis=0) if table else np.zeros(12)
+        columns: FloatArray = np.array(table, dtype=np.float64).reshape(len(table), 12)
+        return rows, {"rouge": columns}
+
+    def conclude(self, columns: Mapping[str, np.ndarray]) -> Evaluation:
+        table: FloatArray = columns["rouge"]
+        f_columns = table[:, 2::3]
+        means = table.mean(axis=0) if len(table) else np.zeros(12)
         metrics = {METRIC_NAMES[t]: float(means[3 * i + 2]) for i, t in enumerate(ROUGE_TYPES)}
         rouge = tuple(
             RougeScore(t, float(means[3 * i]), float(means[3 * i + 1]), float(means[3 * i + 2]))
@@ -129,5 +142,5 @@ class SummarizationScorer(BaseScorer):
             return SummarizationPayload(rouge=rouge, stemming=True, worst_examples=worst)
 
         return Evaluation(
-            rows=rows, metrics=metrics, statistic=statistic, build_payload=build_payload
+            rows=[], metrics=metrics, statistic=statistic, build_payload=build_payload
         )
