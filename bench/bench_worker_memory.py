@@ -1,6 +1,7 @@
 """A scoring worker's memory: what it imports and holds, started by the real pool.
 
-    python -m bench.bench_worker_memory [--n 10000] [--out bench/results/workers_memory.json]
+    python -m bench.bench_worker_memory [--n 10000] [--whole-task-type qa]
+        [--out bench/results/workers_memory.json]
 
 One ``ScoringPool(1)`` (spawned workers, as in the server) in a child process of this
 one, so that ``PYTHONPATH`` can point the measured code at another checkout's
@@ -12,7 +13,12 @@ one, so that ``PYTHONPATH`` can point the measured code at another checkout's
   2,000 samples one by one, then the aggregation of the pages and the last page
   (bootstrap included), and reads the worker's peak (VmHWM) after each step;
 * scores the same task whole (``score``, the path of tasks scored from the store) on a
-  fresh worker, and reads its peak.
+  fresh worker, and reads its peak;
+* with ``--whole-task-type qa`` (or ``generation``), scores an ``--n``-sample task of
+  that type on a fresh worker as the server scores one from the store: stored pages of
+  2,000 (records as JSON text, a SQuAD-sized context in each QA record) sent one by one
+  from a ``SampleSource``, and reads the worker's peak (the scorers whose samples are
+  scored as they arrive, ``streams``; classification keeps every sample until the end).
 
 The worker's modules come from a separate ``python -c`` that imports what a worker
 imports (``tests/scoring/test_worker_imports.py`` guards the same list). Prints a table
@@ -73,6 +79,43 @@ def _samples(lo: int, hi: int) -> list[Any]:
     ]
 
 
+_CONTEXT = (
+    "The object was painted in {colour} by the workshop that made it, as the records of "
+    "the museum show; later owners kept the colour, although the frame was replaced twice "
+    "and the base once, after a flood in the storeroom where it was kept for a decade. "
+) * 2
+
+
+def _stored_record(task_type: str, i: int) -> dict[str, Any]:
+    if task_type == "qa":
+        return {
+            "id": f"r{i}",
+            "question": f"Which colour was object {i} painted in?",
+            "context": _CONTEXT.format(colour=f"colour {i % 97}"),
+            "answers": [f"colour {i % 97}"],
+        }
+    return {"id": f"r{i}", "input": f"What is {i} + 1?", "reference": str(i + 1)}
+
+
+async def _stored_pages(task_type: str, n: int) -> Any:
+    """The task's samples as the store's reader gives them, one page at a time."""
+    from evald_server.scoring import EncodedPage, EncodedSample
+
+    for lo in range(0, n, PAGE):
+        yield EncodedPage(
+            tuple(
+                EncodedSample(
+                    str(i),
+                    f"r{i}",
+                    0,
+                    json.dumps(_stored_record(task_type, i)),
+                    f"colour {i % 101}" if task_type == "qa" else str(i + i % 2),
+                )
+                for i in range(lo, min(n, lo + PAGE))
+            )
+        )
+
+
 async def _started_worker(pool: Any) -> int:
     """Start the pool's one worker with the benchmarks' warm-up task; its pid."""
     from evald_server.domain import TaskType
@@ -83,7 +126,7 @@ async def _started_worker(pool: Any) -> int:
     return pid
 
 
-async def _child(n: int) -> dict[str, Any]:
+async def _child(n: int, whole_task_type: str) -> dict[str, Any]:
     from evald_server.domain import TaskType
     from evald_server.scoring import ScoringPool
 
@@ -116,6 +159,16 @@ async def _child(n: int) -> dict[str, Any]:
         out["after_whole_task"] = _proc(pid)
     finally:
         pool.close()
+    if whole_task_type:
+        pool = ScoringPool(1)
+        try:
+            pid = await _started_worker(pool)
+            source = _stored_pages(whole_task_type, n)
+            report = await pool.score(TaskType(whole_task_type), source, seed=1, timeout_s=300)
+            assert report.scored_samples == n
+            out[f"after_whole_{whole_task_type}_from_pages"] = _proc(pid)
+        finally:
+            pool.close()
     return out
 
 
@@ -132,14 +185,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_worker_memory")
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--whole-task-type", choices=("", "qa", "generation"), default="")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(anyio.run(_child, args.n)))
+        print(json.dumps(anyio.run(_child, args.n, args.whole_task_type)))
         return
     load_before = os.getloadavg()[0]
     child = subprocess.run(
-        [sys.executable, "-m", "bench.bench_worker_memory", "--child", "--n", str(args.n)],
+        [
+            *(sys.executable, "-m", "bench.bench_worker_memory", "--child", "--n", str(args.n)),
+            *("--whole-task-type", args.whole_task_type),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -153,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": " ".join(["python -m bench.bench_worker_memory", *sys.argv[1:]]),
         "service_path": os.environ.get("PYTHONPATH", ""),
         "n": args.n,
+        "whole_task_type": args.whole_task_type,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
