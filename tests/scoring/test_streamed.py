@@ -29,7 +29,10 @@ def _task(task_type: TaskType, rng: random.Random, n: int) -> list[ScoringSample
     """``n`` samples as the store gives them: row ids, three repeats of each record
     (adjacent), a skipped sample now and then; for generation every match mode; for
     multiple choice log-probabilities (with and without a letter), records without a
-    subject and a skipped one with more choices than any scored one."""
+    subject and a skipped one with more choices than any scored one; for classification
+    records with their own choices, unmapped outputs, rendered prompts, inputs longer
+    than a worst example shows and skipped records whose label and choice only they
+    bring to the label set."""
     samples = []
     for i, sample in enumerate(BUILDERS[task_type](rng, n)):
         record = sample.record
@@ -38,6 +41,16 @@ def _task(task_type: TaskType, rng: random.Random, n: int) -> list[ScoringSample
             record = {**record, "match": mode, "reference": reference}
             output = rng.choice(["yes", "no", "4", "yes 4", "", "YES"])
             sample = dataclasses.replace(sample, output=output)
+        if task_type is TaskType.CLASSIFICATION:
+            if i % 7 == 3:  # the record's own choices, answered by letter or by text
+                record = {**record, "choices": ["e", "f", record["label"]]}
+                sample = dataclasses.replace(sample, output=rng.choice(["B", "f", "C", "zz"]))
+            if i % 6 == 4:  # a rendered prompt; else the record's input, long now and then
+                sample = dataclasses.replace(sample, input_text=f"Classify: {i}")
+            elif i % 9 == 2:
+                record = {**record, "input": "long " * 150}
+            if i % 11 == 5:  # skipped below, with a label no scored sample has
+                record = {**record, "label": "skipped-only", "choices": ["a", "g"]}
         if task_type is TaskType.MULTIPLE_CHOICE:
             if i % 5 == 1:
                 record = {k: v for k, v in record.items() if k != "metadata"}
@@ -93,7 +106,7 @@ def test_a_task_scored_as_its_pages_come_reports_what_score_task_does(
     assert repr(streamed) == repr(whole)
 
 
-@pytest.mark.parametrize("task_type", sorted(STREAMED))
+@pytest.mark.parametrize("task_type", sorted(STREAMED | {TaskType.CLASSIFICATION}))
 def test_ties_among_the_worst_keep_the_order_of_the_task(task_type: TaskType) -> None:
     # Many samples share the worst score, across pages: the first ones are reported.
     samples = _task(task_type, random.Random(9), 300)
@@ -104,40 +117,57 @@ def test_ties_among_the_worst_keep_the_order_of_the_task(task_type: TaskType) ->
     assert streamed.payload.worst_examples  # there were worst examples to choose
 
 
-def _qa_pages(n: int, page_size: int) -> Iterator[EncodedPage]:
-    """QA samples in their stored form, each with its own record, built page by page."""
+def test_a_classification_tasks_worst_are_its_first_wrong_samples_of_one_output() -> None:
+    # Every sample gives the same wrong output for the same label: the five worst are
+    # the first five samples, each shown with its own input.
+    samples = [
+        ScoringSample(str(i), f"r{i}", 0, {"input": f"text {i}", "label": "a"}, "b")
+        for i in range(40)
+    ]
+    samples.append(ScoringSample("40", "r40", 0, {"input": "x", "label": "b"}, None))
+    streamed = _received(TaskType.CLASSIFICATION, _pages(samples, iter([3] * 20)), seed=2)
+    whole = score_task(TaskType.CLASSIFICATION, samples, seed=2, worst_k=5, resamples=200)
+    assert isinstance(streamed, ScoreReport)
+    assert repr(streamed) == repr(whole)
+    assert [e.input for e in streamed.payload.worst_examples] == [f"text {i}" for i in range(5)]
+
+
+def _stored_pages(task_type: TaskType, n: int, page_size: int) -> Iterator[EncodedPage]:
+    """QA or classification samples in their stored form, each with its own record,
+    built page by page."""
     for start in range(0, n, page_size):
         yield EncodedPage(
             tuple(
-                EncodedSample(
-                    str(i),
-                    f"record-{i:07d}",
-                    0,
-                    json.dumps(
-                        {
-                            "question": f"Which colour is the object number {i}?",
-                            "answers": [f"colour {i % 97}", f"shade {i % 89}"],
-                        }
-                    ),
-                    f"it is colour {i % 101}",
-                )
+                EncodedSample(str(i), f"record-{i:07d}", 0, *_stored(task_type, i))
                 for i in range(start, min(n, start + page_size))
             )
         )
 
 
-def test_a_streamed_task_holds_columns_not_its_samples() -> None:
-    """The worker's side of a whole-task job of 20,000 QA samples, fed as the server
-    sends them (stored pages, decoded one by one) up to its pickled reply: ~1.1 KB a
-    sample at its peak when the samples are kept until the end (``streams`` off), ~0.4
-    KB with the scores kept in columns."""
-    n = 20_000
+def _stored(task_type: TaskType, i: int) -> tuple[str, str]:
+    """A record as JSON text and an output."""
+    if task_type is TaskType.QA:
+        record = {
+            "question": f"Which colour is the object number {i}?",
+            "answers": [f"colour {i % 97}", f"shade {i % 89}"],
+        }
+        return json.dumps(record), f"it is colour {i % 101}"
+    review = f"Review {i}: the plot was slow but the acting held it together, mostly. " * 3
+    labels = ("negative", "neutral", "positive")
+    record = {"input": review, "label": labels[i % 3], "source": f"site {i % 13}"}
+    return json.dumps(record), labels[i % 5 % 3] if i % 7 else "not sure"
+
+
+def _peak_per_sample(task_type: TaskType, n: int) -> float:
+    """Traced peak, in bytes a sample, of the worker's side of a whole-task job of ``n``
+    samples fed as the server sends them (stored pages, decoded one by one) up to its
+    pickled reply."""
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         decoder = pool.PageDecoder()
-        receiver = pool._receiver(pool._Job(None, TaskType.QA, 0, worst_k=5, resamples=5))
-        for page in _qa_pages(n, 2000):
+        receiver = pool._receiver(pool._Job(None, task_type, 0, worst_k=5, resamples=5))
+        for page in _stored_pages(task_type, n, 2000):
             receiver.add(decoder.decode(page))
             del page
         reply = receiver.reply()
@@ -147,4 +177,20 @@ def test_a_streamed_task_holds_columns_not_its_samples() -> None:
         tracemalloc.stop()
     assert not reply.error_type, reply.traceback
     assert pickle.loads(sent).result.scored_samples == n
-    assert peak < 600 * n, f"{peak / n:.0f} bytes a sample"
+    return peak / n
+
+
+def test_a_streamed_task_holds_columns_not_its_samples() -> None:
+    """20,000 QA samples: ~1.1 KB a sample at the peak when the samples are kept until
+    the end (``streams`` off), ~0.4 KB with the scores kept in columns."""
+    peak = _peak_per_sample(TaskType.QA, 20_000)
+    assert peak < 600, f"{peak:.0f} bytes a sample"
+
+
+def test_a_whole_classification_task_holds_compact_samples_not_records() -> None:
+    """20,000 classification samples (a 216-character review in each record): ~970
+    bytes a sample at the peak with the decoded records kept until the end (no
+    ``compactor``), ~490 with each sample reduced to its label, choices, output, ids
+    and, for the few that could be worst examples, its input."""
+    peak = _peak_per_sample(TaskType.CLASSIFICATION, 20_000)
+    assert peak < 700, f"{peak:.0f} bytes a sample"

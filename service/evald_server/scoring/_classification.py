@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from evald_server.domain import TaskType
-from evald_server.scoring._common import BaseScorer, Evaluation, Row
+from evald_server.scoring._common import BaseScorer, Evaluation, Row, truncate
 from evald_server.scoring._intervals import (
     FloatArray,
     GroupedSums,
@@ -71,6 +71,49 @@ class ClassificationScorer(BaseScorer):
 
     pages = True
 
+    def compactor(self, worst_k: int) -> Callable[[ScoringSample], ScoringSample]:
+        """A sample as ``score`` reads it: its label and choices (one record shared by
+        every sample with the same two), its output, ids and repeat; a skipped sample
+        counts only for the label set (one shared per record).
+
+        Whether a sample is right depends on its output and record only (given the
+        task's label set), so the task's first ``worst_k`` wrong samples are among the
+        first ``worst_k`` of each (output, label, choices): only those keep the input
+        text their worst example would show (truncated, which is idempotent), and each
+        keeps that class's one output string."""
+        records: dict[tuple[type, Any, tuple[str, ...]], Mapping[str, Any]] = {}
+        skipped: dict[tuple[type, Any, tuple[str, ...]], ScoringSample] = {}
+        seen: dict[tuple[str, tuple[type, Any, tuple[str, ...]]], list[Any]] = {}
+
+        def compact(sample: ScoringSample) -> ScoringSample:
+            label = sample.record["label"]
+            choices = _choices(sample.record)
+            key = (type(label), label, choices)
+            record = records.get(key)
+            if record is None:
+                record = records[key] = {"label": label, "choices": choices, "input": ""}
+            if sample.output is None:
+                if key not in skipped:
+                    skipped[key] = ScoringSample("", "", 0, record, None)
+                return skipped[key]
+            output_class = seen.get((sample.output, key))
+            if output_class is None:
+                output_class = seen[(sample.output, key)] = [sample.output, 0]
+            shown = ""
+            if output_class[1] < worst_k:
+                output_class[1] += 1
+                shown = truncate(sample.input_text or self.input_text(sample.record))
+            return ScoringSample(
+                sample.subtask_id,
+                sample.record_id,
+                sample.repeat_index,
+                record,
+                output_class[0],
+                shown,
+            )
+
+        return compact
+
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
     ) -> Evaluation:
@@ -110,6 +153,9 @@ class ClassificationScorer(BaseScorer):
         """Each output's label: gold and predicted label indices, and the rows."""
         index = {label: i for i, label in enumerate(labels)}
         matchers: dict[tuple[str, ...], LabelMatcher] = {}
+        # A row depends only on the predicted label and whether it is right: one of each
+        # (rows are frozen), not a row and a scores dict per sample.
+        shared: dict[tuple[str | None, bool], Row] = {}
         rows: list[Row] = []
         gold = np.empty(len(scored), dtype=np.intp)
         pred = np.empty(len(scored), dtype=np.intp)
@@ -124,8 +170,9 @@ class ClassificationScorer(BaseScorer):
             gold[i] = index[label]
             pred[i] = -1 if predicted is None else index[predicted]
             correct = predicted == label
-            rows.append(
-                Row(
+            row = shared.get((predicted, correct))
+            if row is None:
+                row = shared[(predicted, correct)] = Row(
                     scores={"correct": float(correct)},
                     primary=float(correct),
                     correct=correct,
@@ -134,7 +181,7 @@ class ClassificationScorer(BaseScorer):
                     if predicted is None
                     else f"predicted {predicted!r}",
                 )
-            )
+            rows.append(row)
         return gold, pred, rows
 
     def _evaluation(self, labels: tuple[str, ...], gold: IntArray, pred: IntArray) -> Evaluation:

@@ -110,6 +110,12 @@ class BaseScorer(ABC):
     # see ``_streamed``) instead of every sample.
     streams: ClassVar[bool] = False
 
+    def compactor(self, worst_k: int) -> Callable[[ScoringSample], ScoringSample] | None:
+        """For a whole task that is not ``streams``: each sample reduced to what
+        ``score(..., worst_k=worst_k)`` reads of it (a worker keeps these, not the
+        records, until the task's end); None: the samples are kept as they came."""
+        return None
+
     def measure_state(self) -> Any:
         """What ``measure`` reuses from one page to the next of a task (a cache)."""
         return None

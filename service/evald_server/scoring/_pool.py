@@ -122,14 +122,18 @@ def _aggregate(scorer: Any, job: _Job, items: Sequence[Any]) -> ScoreReport | No
 
 
 class _Gathered:
-    """A job's samples kept until its end, then scored at once."""
+    """A job's samples kept until its end (reduced by the scorer's ``compactor`` when it
+    has one), then scored at once."""
 
-    def __init__(self, job: _Job | None) -> None:
+    def __init__(
+        self, job: _Job | None, compact: Callable[[ScoringSample], ScoringSample] | None = None
+    ) -> None:
         self._job = job
+        self._compact = compact
         self._items: list[ScoringSample | ScoredPage] = []
 
     def add(self, items: Sequence[Any]) -> None:
-        self._items.extend(items)
+        self._items.extend(items if self._compact is None else map(self._compact, items))
 
     def reply(self) -> _Reply:
         return _score(self._job, self._items)
@@ -154,11 +158,15 @@ class _Streamed:
 
 def _receiver(job: _Job | None) -> _Gathered | _Streamed:
     """Where a job's pages go: whole-task jobs of a ``streams`` scorer are scored as they
-    come; the others (pages, aggregations, any other scorer) once they all came."""
+    come; the others (pages, aggregations, any other scorer) once they all came, a
+    whole task's samples reduced by the scorer's ``compactor`` (classification)."""
     if job is None or job.mode != _SCORE:
         return _Gathered(job)
     scorer: Any = job.scorer or scorer_for(job.task_type)
-    return _Streamed(job, scorer) if getattr(scorer, "streams", False) else _Gathered(job)
+    if getattr(scorer, "streams", False):
+        return _Streamed(job, scorer)
+    compactor = getattr(scorer, "compactor", None)
+    return _Gathered(job, None if compactor is None else compactor(job.worst_k))
 
 
 def _worker_main(conn: Connection) -> None:
