@@ -14,11 +14,12 @@ one, so that ``PYTHONPATH`` can point the measured code at another checkout's
   (bootstrap included), and reads the worker's peak (VmHWM) after each step;
 * scores the same task whole (``score``, the path of tasks scored from the store) on a
   fresh worker, and reads its peak;
-* with ``--whole-task-type qa`` (or ``generation``), scores an ``--n``-sample task of
-  that type on a fresh worker as the server scores one from the store: stored pages of
-  2,000 (records as JSON text, a SQuAD-sized context in each QA record) sent one by one
-  from a ``SampleSource``, and reads the worker's peak (the scorers whose samples are
-  scored as they arrive, ``streams``; classification keeps every sample until the end).
+* with ``--whole-task-type qa`` (or ``generation``, ``classification``), scores an
+  ``--n``-sample task of that type on a fresh worker as the server scores one from the
+  store: stored pages of 2,000 (records as JSON text, a SQuAD-sized context in each QA
+  record, a 216-character review in each classification one) sent one by one from a
+  ``SampleSource``, and reads the worker's peak (QA and generation are scored as they
+  arrive, ``streams``; classification keeps each sample reduced by its ``compactor``).
 
 The worker's modules come from a separate ``python -c`` that imports what a worker
 imports (``tests/scoring/test_worker_imports.py`` guards the same list). Prints a table
@@ -79,6 +80,7 @@ def _samples(lo: int, hi: int) -> list[Any]:
     ]
 
 
+_LABELS = ("negative", "neutral", "positive")
 _CONTEXT = (
     "The object was painted in {colour} by the workshop that made it, as the records of "
     "the museum show; later owners kept the colour, although the frame was replaced twice "
@@ -94,7 +96,18 @@ def _stored_record(task_type: str, i: int) -> dict[str, Any]:
             "context": _CONTEXT.format(colour=f"colour {i % 97}"),
             "answers": [f"colour {i % 97}"],
         }
+    if task_type == "classification":
+        review = f"Review {i}: the plot was slow but the acting held it together, mostly. " * 3
+        return {"id": f"r{i}", "input": review, "label": _LABELS[i % 3]}
     return {"id": f"r{i}", "input": f"What is {i} + 1?", "reference": str(i + 1)}
+
+
+def _stored_output(task_type: str, i: int) -> str:
+    if task_type == "qa":
+        return f"colour {i % 101}"
+    if task_type == "classification":  # right, wrong, or (one in seven) no label
+        return _LABELS[i % 5 % 3] if i % 7 else "not sure"
+    return str(i + i % 2)
 
 
 async def _stored_pages(task_type: str, n: int) -> Any:
@@ -109,7 +122,7 @@ async def _stored_pages(task_type: str, n: int) -> Any:
                     f"r{i}",
                     0,
                     json.dumps(_stored_record(task_type, i)),
-                    f"colour {i % 101}" if task_type == "qa" else str(i + i % 2),
+                    _stored_output(task_type, i),
                 )
                 for i in range(lo, min(n, lo + PAGE))
             )
@@ -185,7 +198,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_worker_memory")
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--whole-task-type", choices=("", "qa", "generation"), default="")
+    parser.add_argument(
+        "--whole-task-type", choices=("", "qa", "generation", "classification"), default=""
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
