@@ -74,7 +74,8 @@ class ClassificationScorer(BaseScorer):
     def compactor(self, worst_k: int) -> Callable[[ScoringSample], ScoringSample]:
         """A sample as ``score`` reads it: its label and choices (one record shared by
         every sample with the same two), its output, ids and repeat; a skipped sample
-        counts only for the label set (one shared per record).
+        counts only for the label set (one placeholder shared by every skipped sample
+        with the same label and choices).
 
         Whether a sample is right depends on its output and record only (given the
         task's label set), so the task's first ``worst_k`` wrong samples are among the

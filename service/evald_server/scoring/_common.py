@@ -197,13 +197,9 @@ class BaseScorer(ABC):
     ) -> ScoreReport:
         uncertainty: dict[str, MetricUncertainty] = {}
         if scored:
+            groups, statistic = evaluation.grouped or (None, evaluation.statistic)
             distribution = bootstrap_distribution(
-                units,
-                n_units,
-                evaluation.statistic if evaluation.grouped is None else evaluation.grouped[1],
-                seed=seed,
-                resamples=resamples,
-                groups=None if evaluation.grouped is None else evaluation.grouped[0],
+                units, n_units, statistic, seed=seed, resamples=resamples, groups=groups
             )
             for metric, point in evaluation.metrics.items():
                 successes = evaluation.proportions.get(metric)
