@@ -74,8 +74,10 @@ class Dispatcher:
         on_budget_reached: Callable[[str, str], Awaitable[None]] | None = None,
         on_answer: Callable[[ClaimedSubtask, SubtaskOutcome], None] | None = None,
         cache: ResponseCache | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self._clock = clock  # wall time, as the store's next_attempt_at is
         self.budgets = budgets or RunBudgets()
         self._on_budget_reached = on_budget_reached
         self._on_answer = on_answer  # sees every succeeded call before its outcome commits
@@ -198,7 +200,7 @@ class Dispatcher:
             claimed, next_due = await self._fill(lane)
             if claimed or self._stopping:
                 continue
-            timeout = math.inf if next_due is None else max(0.0, next_due - time.time())
+            timeout = math.inf if next_due is None else max(0.0, next_due - self._clock())
             with anyio.move_on_after(timeout):
                 await wake.wait()
 
@@ -206,19 +208,23 @@ class Dispatcher:
         """One claiming round across the lane's runs; returns (claimed, next retry due).
 
         The water marks count takeable work only: subtasks waiting for their run's
-        slots (held by other lanes) leave room to claim other runs' work."""
+        slots (held by other lanes) leave room to claim other runs' work.
+
+        One ``now`` decides both which runs are claimed and which are waited for: a run
+        whose retry falls due between two readings of the clock would be neither (not
+        yet due for the claims, no longer waiting after them) and its lane would sleep
+        with nothing to wake it."""
+        now = self._clock()
         takeable = lane.takeable(self._limiter)
         want = lane.high_water - takeable
         claimed = 0
-        ready = lane.claim_round(time.time()) if takeable < lane.low_water and want > 0 else []
+        ready = lane.claim_round(now) if takeable < lane.low_water and want > 0 else []
         if ready:
             share = max(1, math.ceil(want / len(ready)))
             for run_id in ready:
                 claimed += await self._claim(lane, run_id, share)
         # After the claims: a claim may just have revealed when a run's retries fall due.
-        now = time.time()
-        waiting = [r.next_retry_at for r in lane.runs.values() if not r.runnable(now)]
-        return claimed, min((t for t in waiting if t is not None), default=None)
+        return claimed, lane.next_retry_due(now)
 
     async def _claim(self, lane: Lane, run_id: str, share: int) -> int:
         limit = share
@@ -230,7 +236,7 @@ class Dispatcher:
         if limit <= 0 or entry is None:
             return 0
         version = entry.version
-        claim = await self._store.claim_ready(run_id, lane.model_id, limit, time.time())
+        claim = await self._store.claim_ready(run_id, lane.model_id, limit, self._clock())
         self._publish(claim.events)
         if claim.subtasks:
             await self._accept(lane, run_id, claim.subtasks)
@@ -253,7 +259,7 @@ class Dispatcher:
         if self._cache is not None:
             # Answers the cache holds succeed here: never buffered, so they take no slot
             # of any limit and no rate budget, and never reach the provider.
-            hits, rest = await self._cache.answer(items, self._contexts, time.time())
+            hits, rest = await self._cache.answer(items, self._contexts, self._clock())
             for outcome in hits:
                 await self._committer.submit(outcome)
             items = tuple(rest)
@@ -350,7 +356,7 @@ class Dispatcher:
             )
             return outcome
         finally:
-            lane.call_ended(item.run_id, outcome, time.time())
+            lane.call_ended(item.run_id, outcome, self._clock())
             left = self.calls_by_task[item.task_id] - 1
             if left:
                 self.calls_by_task[item.task_id] = left

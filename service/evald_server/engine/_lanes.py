@@ -121,6 +121,12 @@ class Lane:
             self._claim_order.rotate(-1)
         return ready
 
+    def next_retry_due(self, now: float) -> float | None:
+        """The earliest retry due after ``now`` among the runs not claimable at ``now``
+        (a run claimable at ``now`` was claimed in the round that used it)."""
+        dues = [r.next_retry_at for r in self.runs.values() if r.next_retry_at is not None]
+        return min((due for due in dues if due > now), default=None)
+
     def wake_feeder(self) -> None:
         self.feeder_wake.set()  # the feeder takes a fresh event before each round
 
