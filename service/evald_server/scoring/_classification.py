@@ -59,7 +59,7 @@ class _Counts:
 
 class ClassificationScorer(BaseScorer):
     name = "classification"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1.0: bootstrap counts per label pair drawn directly
     task_type = TaskType.CLASSIFICATION
     primary_metric = "correct"
 
@@ -202,54 +202,15 @@ class ClassificationScorer(BaseScorer):
                 "precision_macro": float(counts.macro(counts.precision)),
                 "recall_macro": float(counts.macro(counts.recall)),
             }
-        # Every count the statistic needs is a column of one matrix, so each resample
-        # chunk is read once (one product instead of five passes over the weights):
-        # per-class true positives, support and predictions, then correct and 1.
-        # The columns are 0/1, so the sums are exact whatever the summation order.
-        columns = _count_columns(gold, pred, correct, n_labels)
-        grouped = (
-            (
-                GroupedSums(gold, n_labels, correct),
-                GroupedSums(gold, n_labels),
-                GroupedSums(pred, n_labels),
-            )
-            if columns is None
-            else ()
-        )
-
-        def resampled(sums: list[FloatArray]) -> dict[str, FloatArray]:
-            counts = _Counts(sums[0], sums[1], sums[2])
-            return {
-                "accuracy": sums[3][:, 0] / sums[4][:, 0],
-                "f1_macro": counts.macro(counts.f1),
-                "precision_macro": counts.macro(counts.precision),
-                "recall_macro": counts.macro(counts.recall),
-            }
-
-        def over(matrix: FloatArray) -> Callable[[FloatArray], dict[str, FloatArray]]:
-            def statistic(weights: FloatArray) -> dict[str, FloatArray]:
-                counted = weights @ matrix
-                k = n_labels
-                tp, support, predicted = (counted[:, i * k : (i + 1) * k] for i in range(3))
-                return resampled(
-                    [tp, support, predicted, counted[:, 3 * k : 3 * k + 1], counted[:, 3 * k + 1 :]]
-                )
-
-            return statistic
-
-        def segmented(weights: FloatArray) -> dict[str, FloatArray]:
-            sums = [g(weights) for g in grouped]
-            return resampled([*sums, (weights @ correct)[:, None], weights.sum(axis=1)[:, None]])
-
-        statistic = segmented if columns is None else over(columns)
-        # A sample's columns depend only on its (gold, predicted) pair: the bootstrap
-        # weighs those pairs, and the product is over one row per pair.
+        statistic = _resample_statistic(gold, pred, n_labels)
+        # A sample's counts depend only on its (gold, predicted) pair: the bootstrap
+        # draws counts per pair and the statistic is over one row per pair.
         by_pair: tuple[Groups, Statistic] | None = None
-        if columns is not None and n_labels * (n_labels + 1) <= gold.size:
-            pairs = Groups(gold * (n_labels + 1) + pred + 1, n_labels * (n_labels + 1))
-            per_pair = np.zeros((pairs.count, columns.shape[1]), dtype=np.float64)
-            per_pair[pairs.of] = columns
-            by_pair = (pairs, over(per_pair))
+        n_pairs = n_labels * (n_labels + 1)
+        if n_pairs <= gold.size:
+            pairs = Groups(gold * (n_labels + 1) + pred + 1, n_pairs)
+            pair_gold, pair_pred = np.divmod(np.arange(n_pairs, dtype=np.intp), n_labels + 1)
+            by_pair = (pairs, _resample_statistic(pair_gold, pair_pred - 1, n_labels))
 
         confusion: tuple[tuple[int, ...], ...] = ()
         unmapped_by_gold: tuple[int, ...] = ()
@@ -291,6 +252,54 @@ def _label_set(samples: Sequence[ScoringSample], known: tuple[str, ...] = ()) ->
         labels.add(sample.record["label"])
         labels.update(_choices(sample.record))
     return tuple(sorted(labels))
+
+
+def _resample_statistic(gold: IntArray, pred: IntArray, n_labels: int) -> Statistic:
+    """The four headline metrics on resamples of these (gold, predicted) label indices.
+
+    Every count the statistic needs is a column of one matrix, so each resample chunk is
+    read once (one product instead of five passes over the weights): per-class true
+    positives, support and predictions, then correct and 1. The columns are 0/1, so the
+    sums are exact whatever the summation order; above the matrix's size bound, the
+    same counts come from per-count grouped sums."""
+    correct = (gold == pred).astype(np.float64)
+
+    def metrics(
+        tp: FloatArray,
+        support: FloatArray,
+        predicted: FloatArray,
+        right: FloatArray,
+        total: FloatArray,
+    ) -> dict[str, FloatArray]:
+        counts = _Counts(tp, support, predicted)
+        return {
+            "accuracy": right / total,
+            "f1_macro": counts.macro(counts.f1),
+            "precision_macro": counts.macro(counts.precision),
+            "recall_macro": counts.macro(counts.recall),
+        }
+
+    columns = _count_columns(gold, pred, correct, n_labels)
+    if columns is not None:
+        k = n_labels
+
+        def over_columns(weights: FloatArray) -> dict[str, FloatArray]:
+            counted = weights @ columns
+            tp, support, predicted = (counted[:, i * k : (i + 1) * k] for i in range(3))
+            return metrics(tp, support, predicted, counted[:, 3 * k], counted[:, 3 * k + 1])
+
+        return over_columns
+    sums = (
+        GroupedSums(gold, n_labels, correct),
+        GroupedSums(gold, n_labels),
+        GroupedSums(pred, n_labels),
+    )
+
+    def segmented(weights: FloatArray) -> dict[str, FloatArray]:
+        tp, support, predicted = (grouped(weights) for grouped in sums)
+        return metrics(tp, support, predicted, weights @ correct, weights.sum(axis=1))
+
+    return segmented
 
 
 def _count_columns(

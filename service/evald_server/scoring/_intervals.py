@@ -12,6 +12,15 @@ samples × 1,000 resamples take about a second. A percentile interval can miss t
 point estimate of a biased statistic (macro-F1 at small n); the interval is then
 widened to include it, so ``lower <= point <= upper`` always holds.
 
+A statistic over groups (classification: the (gold, predicted) label pairs) needs only
+each resample's count of samples per group. Records that put the same samples in each
+group are of one kind, and a resample holds records of each kind in multinomial
+(records, each kind's share) numbers, so those counts are drawn directly: resamples ×
+kinds draws instead of resamples × records (10,000 samples × 1,000 resamples: ~1 ms
+instead of 0.12-0.22 s). The distribution is the bootstrap's; the draws differ from
+the per-record ones of the same seed, so an interval differs from theirs by Monte
+Carlo noise, as the intervals of two seeds do (the scorer's version says which).
+
 **Analytic (proportions).** Wilson score interval at z = Φ⁻¹(0.975) over all scored
 samples (it assumes independent samples; with repeats prefer the bootstrap).
 """
@@ -41,6 +50,9 @@ _MAX_CELLS = 1 << 22  # bound on a dense indicator's samples × groups (32 MiB o
 # draws do not depend on the chunking; float sums may differ in the last bit (BLAS
 # sums a chunk in its own order), integer counts not at all.
 _CHUNK_CELLS = 1 << 20
+# Records of more kinds than this (repeats that disagree in many ways) are drawn one by
+# one: the multinomial draws cost resamples × kinds binomials.
+_MAX_KINDS = 1 << 10
 
 
 def safe_div(num: FloatArray, den: FloatArray) -> FloatArray:
@@ -118,34 +130,90 @@ def bootstrap_distribution(
     groups: Groups | None = None,
 ) -> dict[str, FloatArray]:
     """The statistic on each of ``resamples`` record-level bootstrap resamples; with
-    ``groups``, the statistic takes weights per group (the draws are the same)."""
+    ``groups``, the statistic takes each resample's counts per group, drawn directly
+    (``_RecordKinds``) when the records fall into few kinds."""
+    rng = np.random.default_rng(seed)
+    kinds = None if groups is None else _RecordKinds.of(units, n_units, groups)
+    if kinds is not None:
+        return _collect(statistic, resamples, kinds.chunk, lambda rows: kinds.draw(rng, rows))
     n_samples = units.size
     identity = n_units == n_samples  # one sample per record: W over units is W over samples
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(resamples, _CHUNK_CELLS // max(1, n_samples)))
     per_unit = None if groups is None or identity else _groups_per_unit(units, n_units, groups)
-    parts: dict[str, list[FloatArray]] = {}
-    done = 0
-    while done < resamples:
-        rows = min(chunk, resamples - done)
+
+    def draw(rows: int) -> FloatArray:
         draws = rng.integers(0, n_units, size=(rows, n_units))
         if groups is not None and identity:
             # Counts per group straight from the draws: one bincount over small rows.
             codes = groups.of[draws] + (groups.count * np.arange(rows))[:, None]
             counts = np.bincount(codes.ravel(), minlength=rows * groups.count)
-            weights = counts.reshape(rows, groups.count).astype(np.float64)
-        else:
-            weights = np.empty((rows, n_units), dtype=np.float64)
-            for row in range(rows):  # row by row: measured faster than one big bincount
-                weights[row] = np.bincount(draws[row], minlength=n_units)
-            if per_unit is not None:
-                weights = weights @ per_unit  # integer sums: exact
-            elif not identity:
-                weights = weights[:, units]
-        for name, values in statistic(weights).items():
+            return counts.reshape(rows, groups.count).astype(np.float64)
+        weights = np.empty((rows, n_units), dtype=np.float64)
+        for row in range(rows):  # row by row: measured faster than one big bincount
+            weights[row] = np.bincount(draws[row], minlength=n_units)
+        if per_unit is not None:
+            return weights @ per_unit  # integer sums: exact
+        return weights if identity else weights[:, units]
+
+    return _collect(statistic, resamples, _CHUNK_CELLS // max(1, n_samples), draw)
+
+
+def _collect(
+    statistic: Statistic, resamples: int, chunk: int, draw: Callable[[int], FloatArray]
+) -> dict[str, FloatArray]:
+    """The statistic on ``resamples`` weight rows drawn ``chunk`` rows at a time."""
+    chunk = max(1, min(resamples, chunk))
+    parts: dict[str, list[FloatArray]] = {}
+    done = 0
+    while done < resamples:
+        rows = min(chunk, resamples - done)
+        for name, values in statistic(draw(rows)).items():
             parts.setdefault(name, []).append(np.asarray(values, dtype=np.float64))
         done += rows
     return {name: np.concatenate(chunks) for name, chunks in parts.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _RecordKinds:
+    """Records that put the same number of samples in each group are of one kind; a
+    resample of ``n_units`` records drawn with replacement holds records of each kind
+    in multinomial(n_units, each kind's share) numbers, which is the distribution of
+    drawing the records one by one and counting, from resamples × kinds draws instead
+    of resamples × records."""
+
+    n_units: int
+    n_groups: int
+    records: FloatArray  # per kind: how many records are of it
+    group: IntArray | None  # one sample per record: each kind's group
+    samples: FloatArray | None  # else kinds × groups: a record of each kind's samples
+
+    @classmethod
+    def of(cls, units: IntArray, n_units: int, groups: Groups) -> "_RecordKinds | None":
+        """The records' kinds, or None when there are too many to draw per kind."""
+        if n_units == units.size:  # one sample per record: a record's kind is its group
+            per_group = np.bincount(groups.of, minlength=groups.count)
+            present = np.flatnonzero(per_group)
+            if present.size > _MAX_KINDS:
+                return None
+            records = per_group[present].astype(np.float64)
+            return cls(n_units, groups.count, records, present, None)
+        per_unit = _groups_per_unit(units, n_units, groups)
+        kinds, of_kind = np.unique(per_unit, axis=0, return_counts=True)
+        if kinds.shape[0] > _MAX_KINDS or kinds.size > _CHUNK_CELLS:
+            return None
+        return cls(n_units, groups.count, of_kind.astype(np.float64), None, kinds)
+
+    @property
+    def chunk(self) -> int:
+        return _CHUNK_CELLS // max(self.records.size, self.n_groups)
+
+    def draw(self, rng: np.random.Generator, rows: int) -> FloatArray:
+        """Resamples × groups: each resample's samples per group."""
+        counts = rng.multinomial(self.n_units, self.records / self.n_units, size=rows)
+        if self.samples is not None:
+            return counts.astype(np.float64) @ self.samples  # integer sums: exact
+        weights = np.zeros((rows, self.n_groups), dtype=np.float64)
+        weights[:, self.group] = counts
+        return weights
 
 
 def _groups_per_unit(units: IntArray, n_units: int, groups: Groups) -> FloatArray:
