@@ -175,6 +175,8 @@ async def _run_shape(tmp_path: Path, seed: int) -> None:
                     assert task.counters == await app.engine.store.recount_task(task.task_id)
             for state in app.engine.lane_states():
                 assert (state.buffered, state.in_flight) == (0, 0), (seed, state)
+            # Every claim came from a wake-up or a due retry, none from the re-check.
+            assert app.engine.dispatcher.missed_wakeups == 0, seed
 
 
 @pytest.mark.anyio

@@ -56,6 +56,9 @@ _log = logging.getLogger(__name__)
 
 PublishEvents = Callable[[Iterable[EventRow]], None]
 RATE_BUDGET = "model.rate_budget"  # what a call waiting for RPM/TPM budget waits on
+# An idle feeder claims again at least this often: a wake-up that never came costs a
+# stall this long, not a wedge (and is counted in ``missed_wakeups`` and logged).
+RECHECK_S = 1.0
 
 
 class Dispatcher:
@@ -75,9 +78,12 @@ class Dispatcher:
         on_answer: Callable[[ClaimedSubtask, SubtaskOutcome], None] | None = None,
         cache: ResponseCache | None = None,
         clock: Callable[[], float] = time.time,
+        recheck_s: float = RECHECK_S,
     ) -> None:
         self._store = store
         self._clock = clock  # wall time, as the store's next_attempt_at is
+        self._recheck_s = recheck_s
+        self.missed_wakeups = 0  # claims only a periodic re-check found (a lost wake-up)
         self.budgets = budgets or RunBudgets()
         self._on_budget_reached = on_budget_reached
         self._on_answer = on_answer  # sees every succeeded call before its outcome commits
@@ -195,14 +201,25 @@ class Dispatcher:
                 )
 
     async def _feed(self, lane: Lane) -> None:
+        rechecking = False  # this round runs because the re-check's time came, nothing else
         while not self._stopping:
             wake = lane.feeder_wake = anyio.Event()
             claimed, next_due = await self._fill(lane)
+            if claimed and rechecking:
+                self.missed_wakeups += 1
+                _log.warning(
+                    "lane %s claimed %d subtask(s) that no wake-up announced (a periodic "
+                    "re-check found them)",
+                    lane.model_id,
+                    claimed,
+                )
+            rechecking = False
             if claimed or self._stopping:
                 continue
-            timeout = math.inf if next_due is None else max(0.0, next_due - self._clock())
-            with anyio.move_on_after(timeout):
+            until_due = math.inf if next_due is None else max(0.0, next_due - self._clock())
+            with anyio.move_on_after(min(until_due, self._recheck_s)) as idle:
                 await wake.wait()
+            rechecking = idle.cancelled_caught and until_due > self._recheck_s
 
     async def _fill(self, lane: Lane) -> tuple[int, float | None]:
         """One claiming round across the lane's runs; returns (claimed, next retry due).
