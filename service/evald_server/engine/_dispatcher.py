@@ -45,7 +45,7 @@ from evald_server.engine._executor import (
     context_key,
     messages_for,
 )
-from evald_server.engine._lanes import Lane, LaneState
+from evald_server.engine._lanes import Lane, LaneState, may_start
 from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
 from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
 from evald_server.engine._response_cache import ResponseCache, cache_key, uses_cache
@@ -235,7 +235,9 @@ class Dispatcher:
         takeable = lane.takeable(self._limiter)
         want = lane.high_water - takeable
         claimed = 0
-        ready = lane.claim_round(now) if takeable < lane.low_water and want > 0 else []
+        # No share of the model's limit here: its work is for the replicas that have one.
+        hungry = takeable < lane.low_water and want > 0 and lane.limit.allowed > 0
+        ready = lane.claim_round(now) if hungry else []
         if ready:
             share = max(1, math.ceil(want / len(ready)))
             for run_id in ready:
@@ -247,7 +249,8 @@ class Dispatcher:
         limit = share
         run_limit = self._limiter.run(run_id)
         if run_limit is not None:
-            cap = 2 * min(run_limit.capacity, lane.workers)
+            # This replica's share of the run's limit, which may be none (another has it).
+            cap = 2 * min(run_limit.allowed, lane.workers)
             limit = min(limit, cap - lane.buffered_for(run_id))
         entry = lane.runs.get(run_id)
         if limit <= 0 or entry is None:
@@ -311,6 +314,22 @@ class Dispatcher:
             if run_limit is not None:
                 # Let a lane woken for the freed slot take it before this one does.
                 await anyio.lowlevel.checkpoint()
+
+    async def give_back_unstartable(self) -> None:
+        """After a balancing: buffered work this replica may not start (its share of the
+        model's or the run's limit is none) goes back to pending, for a replica that
+        may start it (the store tells the others); none is claimed here meanwhile."""
+        for lane in self.lanes.values():
+            runs = [
+                run_id
+                for run_id in list(lane.buffers)
+                if lane.limit.allowed == 0 or not may_start(self._limiter, run_id)
+            ]
+            for run_id in runs:
+                for item in lane.drop(run_id):
+                    await self._committer.submit(
+                        aborted(item, attempted=False, release=True, call_time_s=0.0)
+                    )
 
     def stop_run(self, run_id: str) -> None:
         """No other call of the run starts (its budget is reached), from now on."""

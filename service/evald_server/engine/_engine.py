@@ -146,7 +146,7 @@ class Engine:
             sorted(providers),
             self.dispatcher.run_slots_changed,
             rate=self.rate,
-            balanced=self._check_budgets,
+            balanced=self._balanced,
         )
         self._peers_seen = False  # another replica has shared the store since the start
         self._stall_warned: dict[str, float] = {}  # model id -> when last warned
@@ -317,6 +317,10 @@ class Engine:
         _log.info("run %s: %s; cancelling what has not started", run_id, reason)
         await self._finish_cancel(run_id, reason=reason)
         await self.dispatcher.cancel_run(run_id, abort_calls=False)
+
+    async def _balanced(self, balance: Shares) -> None:
+        await self.dispatcher.give_back_unstartable()
+        await self._check_budgets(balance)
 
     async def _check_budgets(self, balance: Shares) -> None:
         """Each balancing, with other replicas on the store: read the spent totals of the

@@ -56,6 +56,13 @@ class LaneRun:
         return self.next_retry_at is None or self.next_retry_at <= now
 
 
+def may_start(limiter: Limiter, run_id: str) -> bool:
+    """Whether this process may start a call of the run (its share of the run's limit,
+    shared with other replicas, is not none)."""
+    run_limit = limiter.run(run_id)
+    return run_limit is None or run_limit.allowed > 0
+
+
 class Lane:
     def __init__(self, model_id: str, provider: Provider, limit: Limit, workers: int) -> None:
         self.model_id = model_id
@@ -158,10 +165,12 @@ class Lane:
     def takeable(self, limiter: Limiter) -> int:
         """Buffered subtasks of runs whose own limit has a free slot (or that have none):
         what the workers can start now, and what the water marks count."""
+        if self.limit.allowed == 0:
+            return 0  # this replica's share of the model's limit is none
         count = 0
         for run_id, buffer in self.buffers.items():
             run_limit = limiter.run(run_id)
-            if run_limit is None or run_limit.in_use < run_limit.capacity:
+            if run_limit is None or run_limit.in_use < run_limit.allowed:
                 count += len(buffer)
         return count
 
@@ -244,8 +253,9 @@ class Lane:
         progressing), or a run whose claims are due."""
         if self.takeable(limiter) > 0:
             return True
-        return any(
-            r.runnable(now) and run_id not in self.buffers for run_id, r in self.runs.items()
+        return self.limit.allowed > 0 and any(
+            r.runnable(now) and run_id not in self.buffers and may_start(limiter, run_id)
+            for run_id, r in self.runs.items()
         )
 
     def observe(self, now: float, limiter: Limiter) -> None:

@@ -71,6 +71,11 @@ class Limit:
             self._waiters.popleft().set()
 
     @property
+    def allowed(self) -> int:
+        """The slots this process may use now: its capacity, capped at its share."""
+        return self._allowed
+
+    @property
     def held(self) -> int:
         """The slots this process may be using: what it allows or, after a cut, more."""
         return max(self._allowed, self._in_use)
