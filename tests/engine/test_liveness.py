@@ -10,6 +10,7 @@ stall bound. ``make test`` runs a bounded number of seeds; the ``slow`` variant 
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,8 @@ async def _monitor_lanes(app: Evald, stalls: list[str]) -> None:
         await anyio.sleep(0.05)
 
 
-async def _drive(app: Evald, shape: _Shape, plan: _RunPlan, rng: random.Random) -> str:
+async def _drive(apps: Sequence[Evald], plan: _RunPlan, rng: random.Random) -> str:
+    """One run: each request goes to one of ``apps`` (replicas) picked at random."""
     await anyio.sleep(plan.start_after_s)
     spec = RunSpec(
         models=plan.models,
@@ -117,19 +119,19 @@ async def _drive(app: Evald, shape: _Shape, plan: _RunPlan, rng: random.Random) 
         repeat=plan.repeat,
         retry_policy=_FAST,
     )
-    run = await app.runs.create(TENANT, spec)
+    run = await rng.choice(apps).runs.create(TENANT, spec)
     if plan.cancel_after_s is not None:
         await anyio.sleep(plan.cancel_after_s)
-        await app.runs.cancel(TENANT, run.run_id)
-    await _until_terminal(app, run.run_id)
-    done = await app.runs.get(TENANT, run.run_id)
+        await rng.choice(apps).runs.cancel(TENANT, run.run_id)
+    await _until_terminal(rng.choice(apps), run.run_id)
+    done = await rng.choice(apps).runs.get(TENANT, run.run_id)
     if done.progress.counters.failed_permanent and not done.cancel_requested:
         try:  # retry the permanent failures once; the run must end again
-            await app.runs.retry(TENANT, run.run_id)
+            await rng.choice(apps).runs.retry(TENANT, run.run_id)
         except FailedPrecondition:
             pass
         else:
-            await _until_terminal(app, run.run_id)
+            await _until_terminal(rng.choice(apps), run.run_id)
     return run.run_id
 
 
@@ -159,7 +161,7 @@ async def _run_shape(tmp_path: Path, seed: int) -> None:
                     async with anyio.create_task_group() as tg:
 
                         async def drive(plan: _RunPlan) -> None:
-                            run_ids.append(await _drive(app, shape, plan, rng))
+                            run_ids.append(await _drive([app], plan, rng))
 
                         for plan in shape.runs:
                             tg.start_soon(drive, plan)

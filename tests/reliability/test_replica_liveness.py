@@ -22,12 +22,11 @@ import pytest
 
 from evald_server.app import DatasetRef, Evald, RunSpec
 from evald_server.config import ServerConfig, parse_config
-from evald_server.domain import FailedPrecondition
 from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
 from tests._postgres import empty, pg_url
 from tests._shared import wait_for
 from tests.engine._support import TENANT, InlineScoring, upload
-from tests.engine.test_liveness import _FAST, _monitor_lanes, _RunPlan, _shape, _until_terminal
+from tests.engine.test_liveness import _drive, _monitor_lanes, _RunPlan, _shape, _until_terminal
 from tests.harness import config_data
 
 __all__ = ["pg_url"]
@@ -52,32 +51,6 @@ def _config(
         "pool_size": 4,
     }
     return parse_config(data)
-
-
-async def _drive(apps: list[Evald], plan: _RunPlan, rng: random.Random) -> str:
-    """One run through replicas picked at random for each request."""
-    await anyio.sleep(plan.start_after_s)
-    spec = RunSpec(
-        models=plan.models,
-        datasets=tuple(DatasetRef(d, "1.0.0") for d in plan.datasets),
-        max_concurrency=plan.max_concurrency,
-        repeat=plan.repeat,
-        retry_policy=_FAST,
-    )
-    run = await rng.choice(apps).runs.create(TENANT, spec)
-    if plan.cancel_after_s is not None:
-        await anyio.sleep(plan.cancel_after_s)
-        await rng.choice(apps).runs.cancel(TENANT, run.run_id)
-    await _until_terminal(rng.choice(apps), run.run_id)
-    done = await rng.choice(apps).runs.get(TENANT, run.run_id)
-    if done.progress.counters.failed_permanent and not done.cancel_requested:
-        try:  # retry the permanent failures once, on any replica; the run must end again
-            await rng.choice(apps).runs.retry(TENANT, run.run_id)
-        except FailedPrecondition:
-            pass
-        else:
-            await _until_terminal(rng.choice(apps), run.run_id)
-    return run.run_id
 
 
 async def _idle(apps: list[Evald]) -> bool:
