@@ -108,6 +108,8 @@ async def _run_shape(tmp_path: Path, url: str, seed: int) -> None:
                     assert task.counters == await apps[1].engine.store.recount_task(task.task_id)
             # A replica hears of another's cancel through the feed: give it a moment.
             await wait_for(lambda: _idle(apps), timeout_s=10)
+            # Every claim came from a wake-up or a due retry, none from the re-check.
+            assert [app.engine.dispatcher.missed_wakeups for app in apps] == [0, 0], seed
 
 
 @pytest.mark.parametrize(("model_limit", "run_limit"), [(1, None), (4, 1)])
@@ -138,6 +140,31 @@ async def test_work_claimed_by_a_replica_without_a_share_goes_to_one_with_it(
         done = await apps[0].runs.get(TENANT, run.run_id)
         assert done.progress.counters.succeeded == 30, done
         assert fake.journal.peak_concurrency("m") == 1
+
+
+async def test_a_replica_whose_share_grows_claims_at_once(tmp_path: Path, pg_url: str) -> None:
+    """A replica joining a run under way: its first share of the model's limit is none
+    (the first replica still holds all of it), and grows at a later balancing, once the
+    first has let half go. The growth wakes its feeder: it claims then, not only when
+    its periodic re-check comes round (which would count a missed wake-up)."""
+    await empty(pg_url)
+    async with FakeProvider(FakeConfig(latency_ms=20.0)) as fake, AsyncExitStack() as stack:
+        models = [fake.model_config("m", max_concurrency=4).model_dump()]
+        a = await stack.enter_async_context(
+            Evald.open(_config(tmp_path, pg_url, "a", models, 8), scoring=InlineScoring())
+        )
+        await upload(a, "d", 400)
+        spec = RunSpec(models=("m",), datasets=(DatasetRef("d", "1.0.0"),))
+        run = await a.runs.create(TENANT, spec)
+        b = await stack.enter_async_context(
+            Evald.open(_config(tmp_path, pg_url, "b", models, 8), scoring=InlineScoring())
+        )
+        with anyio.fail_after(60):
+            await _until_terminal(b, run.run_id)
+        done = await b.runs.get(TENANT, run.run_id)
+        assert done.progress.counters.succeeded == 400, done
+        assert b.engine.dispatcher.missed_wakeups == 0
+    assert fake.journal.peak_concurrency("m") <= 4
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -336,8 +336,19 @@ class Dispatcher:
         self._cancelled_runs.add(run_id)
 
     def run_slots_changed(self, run_id: str) -> None:
-        """The run's limit changed (its share of a global limit): lanes take again."""
+        """The run's limit changed (its share of a global limit): lanes take again, and
+        feeders that left the run's work to other replicas (no share here) claim again."""
         self._run_slot_freed(run_id)
+        for lane in self.lanes.values():
+            if run_id in lane.runs:
+                lane.wake_feeder()
+
+    def model_share_changed(self, model_id: str) -> None:
+        """This replica's share of the model's limit changed: its feeder, which claims
+        nothing while the share is none, looks again."""
+        lane = self.lanes.get(model_id)
+        if lane is not None:
+            lane.wake_feeder()
 
     def _run_slot_freed(self, run_id: str) -> None:
         """Wake every lane holding work of the run (and the feeders: takeable work grew)."""

@@ -147,6 +147,7 @@ class Engine:
             self.dispatcher.run_slots_changed,
             rate=self.rate,
             balanced=self._balanced,
+            model_share_changed=self.dispatcher.model_share_changed,
         )
         self._peers_seen = False  # another replica has shared the store since the start
         self._stall_warned: dict[str, float] = {}  # model id -> when last warned

@@ -44,6 +44,7 @@ class CapacityShares:
         run_share_changed: Callable[[str], None],
         rate: RateControl | None = None,
         balanced: Callable[[Shares], Awaitable[None]] | None = None,
+        model_share_changed: Callable[[str], None] | None = None,
     ) -> None:
         self._store = store
         self._limiter = limiter
@@ -54,6 +55,8 @@ class CapacityShares:
         # share that grew must wake the lanes holding its work; a model's waiters are
         # admitted by the limit itself.
         self._run_share_changed = run_share_changed
+        # A feeder claims nothing while its model's share is none: one that grew wakes it.
+        self._model_share_changed = model_share_changed
         self.balanced = 0
 
     async def balance_once(self) -> None:
@@ -72,6 +75,8 @@ class CapacityShares:
                 limit.set_ceiling(ceiling)
                 if key.startswith(RUN_KEY):
                     self._run_share_changed(key.removeprefix(RUN_KEY))
+                elif self._model_share_changed is not None:
+                    self._model_share_changed(key)
         self.balanced += 1
         if self._balanced is not None:
             await self._balanced(balance)
