@@ -45,7 +45,7 @@ from evald_server.engine._executor import (
     context_key,
     messages_for,
 )
-from evald_server.engine._lanes import Lane, LaneState, may_start
+from evald_server.engine._lanes import Lane, LaneState
 from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
 from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
 from evald_server.engine._response_cache import ResponseCache, cache_key, uses_cache
@@ -320,11 +320,7 @@ class Dispatcher:
         model's or the run's limit is none) goes back to pending, for a replica that
         may start it (the store tells the others); none is claimed here meanwhile."""
         for lane in self.lanes.values():
-            runs = [
-                run_id
-                for run_id in list(lane.buffers)
-                if lane.limit.allowed == 0 or not may_start(self._limiter, run_id)
-            ]
+            runs = [r for r in list(lane.buffers) if not lane.may_start(self._limiter, r)]
             for run_id in runs:
                 for item in lane.drop(run_id):
                     await self._committer.submit(

@@ -56,13 +56,6 @@ class LaneRun:
         return self.next_retry_at is None or self.next_retry_at <= now
 
 
-def may_start(limiter: Limiter, run_id: str) -> bool:
-    """Whether this process may start a call of the run (its share of the run's limit,
-    shared with other replicas, is not none)."""
-    run_limit = limiter.run(run_id)
-    return run_limit is None or run_limit.allowed > 0
-
-
 class Lane:
     def __init__(self, model_id: str, provider: Provider, limit: Limit, workers: int) -> None:
         self.model_id = model_id
@@ -127,6 +120,12 @@ class Lane:
         if ready:
             self._claim_order.rotate(-1)
         return ready
+
+    def may_start(self, limiter: Limiter, run_id: str) -> bool:
+        """Whether this process may start a call of the run on this model: its shares
+        of the model's and the run's limits (shared with other replicas) are not none."""
+        run_limit = limiter.run(run_id)
+        return self.limit.allowed > 0 and (run_limit is None or run_limit.allowed > 0)
 
     def next_retry_due(self, now: float) -> float | None:
         """The earliest retry due after ``now`` among the runs not claimable at ``now``
@@ -253,8 +252,8 @@ class Lane:
         progressing), or a run whose claims are due."""
         if self.takeable(limiter) > 0:
             return True
-        return self.limit.allowed > 0 and any(
-            r.runnable(now) and run_id not in self.buffers and may_start(limiter, run_id)
+        return any(
+            r.runnable(now) and run_id not in self.buffers and self.may_start(limiter, run_id)
             for run_id, r in self.runs.items()
         )
 
