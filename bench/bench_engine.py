@@ -5,6 +5,8 @@
 * P1: N = 10,000 subtasks, one model, C = 100, fake latency 50 ms. Target: engine wall
   ≤ 1.15 × the bare loop's wall (ideal ceil(N/C)·T = 5 s).
 * P2: fake latency 0, C = 64. Target: engine req/s ≥ 0.75 × the bare loop's req/s.
+  P2 also runs the engine on the simulated provider at latency 0 (no HTTP at all): its
+  own work per subtask, the most it could reach with a provider call that cost nothing.
 * P3: a 100,000-subtask run at latency 0 in a child process whose RSS is sampled
   (psutil, every 50 ms), per phase (create, inference, scoring). Targets: peak RSS
   ≤ 120 MB, and the CreateRun call (timed in the child) answered in ≤ 2 s. P3 is the
@@ -22,6 +24,7 @@ interleaved. Prints a table and writes ``bench/results/engine.json``.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -52,9 +55,20 @@ _BODY = json.dumps(
 
 
 def _config(
-    db: Path, fake_url: str, concurrency: int, max_subtasks: int, models: int = 1
+    db: Path,
+    fake_url: str | None,
+    concurrency: int,
+    max_subtasks: int,
+    models: int = 1,
 ) -> ServerConfig:
+    """The engine on the fake (OpenAIProvider); ``fake_url`` None: on the simulated
+    provider at zero latency, i.e. the engine's own work with no HTTP at all."""
     ids = ["bench"] if models == 1 else [f"bench-{i}" for i in range(models)]
+    provider: dict[str, Any] = (
+        {"provider": "openai", "base_url": fake_url, "timeout_s": 60}
+        if fake_url is not None
+        else {"provider": "simulated", "simulator": {"latency_ms_median": 0.0}}
+    )
     return parse_config(
         {
             "store": {"url": f"sqlite:///{db}"},
@@ -64,14 +78,7 @@ def _config(
                 "max_records_per_dataset": max_subtasks,
             },
             "models": [
-                {
-                    "id": model_id,
-                    "provider": "openai",
-                    "base_url": fake_url,
-                    "max_concurrency": concurrency,
-                    "timeout_s": 60,
-                }
-                for model_id in ids
+                {"id": model_id, "max_concurrency": concurrency, **provider} for model_id in ids
             ],
         }
     )
@@ -211,15 +218,24 @@ async def _compare(
 ) -> dict[str, Any]:
     await fake.control.configure(latency_ms=latency_ms)
     config = _config(tmp / f"{name}.sqlite3", fake.base_url, c, n)
-    engine_rows, bare_rows, provider_rows, peaks = [], [], [], []
-    async with Evald.open(config) as app:
+    # At zero latency the engine also runs on the simulated provider: the same run with
+    # no HTTP, which splits its cost into its own work and the provider call's.
+    no_http = _config(tmp / f"{name}-no-http.sqlite3", None, c, n) if latency_ms == 0 else None
+    engine_rows, bare_rows, provider_rows, no_http_rows, peaks = [], [], [], [], []
+    async with Evald.open(config) as app, contextlib.AsyncExitStack() as stack:
         await _upload(app, n)
+        app_no_http = None
+        if no_http is not None:
+            app_no_http = await stack.enter_async_context(Evald.open(no_http))
+            await _upload(app_no_http, n)
         for _ in range(repeats):
             await fake.control.reset()
             engine_rows.append(await _engine_run(app, n))
             peaks.append((await fake.control.stats())["peak_concurrency_all"])
             bare_rows.append(await _bare_run(fake.base_url + "/v1/chat/completions", n, c))
             provider_rows.append(await _provider_run(fake.base_url, n, c))
+            if app_no_http is not None:
+                no_http_rows.append(await _engine_run(app_no_http, n))
     engine, bare = _median(engine_rows), _median(bare_rows)
     return {
         "name": name,
@@ -239,6 +255,22 @@ async def _compare(
             statistics.median(r["req_per_s"] for r in provider_rows) / bare["req_per_s"], 3
         ),
         "throughput_ratio": round(engine["req_per_s"] / bare["req_per_s"], 3),
+        **_no_http_figures(no_http_rows, bare),
+    }
+
+
+def _no_http_figures(rows: list[dict[str, float]], bare: dict[str, float]) -> dict[str, Any]:
+    """The engine on the simulated provider: its own ceiling, against the bare loop."""
+    if not rows:
+        return {}
+    engine = _median(rows)
+    return {
+        "engine_no_http": engine,
+        "engine_no_http_runs": rows,
+        "engine_no_http_throughput_ratio": round(engine["req_per_s"] / bare["req_per_s"], 3),
+        "engine_no_http_cpu_vs_bare_cpu": round(
+            engine["cpu_us_per_req_incl_scoring"] / bare["cpu_us_per_req"], 3
+        ),
     }
 
 
@@ -434,6 +466,14 @@ def _print(report: dict[str, Any]) -> None:
             f"peak RSS: this process {r['engine']['peak_rss_mb']:.0f} MB, scoring workers "
             f"{r['engine']['workers_peak_rss_mb']:.0f} MB"
         )
+        if "engine_no_http" in r:
+            own = r["engine_no_http"]
+            print(
+                f"{key}: the engine with no HTTP (simulated provider, latency 0): "
+                f"{own['req_per_s']:.0f} req/s ({r['engine_no_http_throughput_ratio']:.2f}× "
+                f"bare), CPU µs/subtask {own['cpu_us_per_req_incl_scoring']:.0f} "
+                f"({r['engine_no_http_cpu_vs_bare_cpu']:.2f}× the bare loop's per request)"
+            )
     for key in ("P3", "P3b"):
         p3 = report["results"][key]
         if p3 is None:

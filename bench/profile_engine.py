@@ -2,6 +2,7 @@
 
     python -m bench.profile_engine [--n 3000] [--c 64] [--latency-ms 0] [--runs 2]
     python -m bench.profile_engine --cprofile /tmp/engine.prof   # the loop's thread
+    python -m bench.profile_engine --no-http   # the simulated provider: no HTTP at all
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p \\
         .venv/bin/python -m bench.profile_engine --n 1000 --runs 1
 
@@ -88,7 +89,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         fake_args = ("--port", "0", "--max-journal-entries", "0")
         async with FakeProcess(*fake_args, stderr=subprocess.DEVNULL) as fake:
             await fake.control.configure(latency_ms=args.latency_ms)
-            config = _config(Path(tmp) / "engine.sqlite3", fake.base_url, args.c, args.n)
+            url = None if args.no_http else fake.base_url
+            config = _config(Path(tmp) / "engine.sqlite3", url, args.c, args.n)
             async with Evald.open(config) as app:
                 await _upload(app, args.n)
                 for index in range(args.runs):
@@ -105,7 +107,12 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             "load_avg_1m_before": round(load_before, 2),
             "load_avg_1m_after": round(os.getloadavg()[0], 2),
         },
-        "shape": {"n": args.n, "concurrency": args.c, "fake_latency_ms": args.latency_ms},
+        "shape": {
+            "n": args.n,
+            "concurrency": args.c,
+            "provider": "simulated, latency 0" if args.no_http else "openai on the fake",
+            "fake_latency_ms": args.latency_ms,
+        },
         "runs": runs,
     }
 
@@ -116,6 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--c", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--runs", type=int, default=2, help="the first one warms up")
+    parser.add_argument(
+        "--no-http", action="store_true", help="the simulated provider: the engine's own work"
+    )
     parser.add_argument("--cprofile", type=Path, help="cProfile the runs after the first")
     parser.add_argument("--out", type=Path, help="write the JSON here")
     args = parser.parse_args(argv)
