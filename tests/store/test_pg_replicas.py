@@ -6,6 +6,8 @@ seqs under concurrent appends, idempotent creates and tenant quotas across repli
 the change feed, replica ids, schema versions and the password kept out of messages.
 """
 
+import asyncio
+import gc
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -35,7 +37,7 @@ from evald_server.store import (
     StoreError,
     TaskFinish,
 )
-from evald_server.store._pg_leases import IDLE_SHARE
+from evald_server.store._pg_leases import _CAPACITY_LOCK, IDLE_SHARE
 from evald_server.store._pg_schema import LATEST_VERSION, migrate
 from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
 from tests._postgres import admin_sql, empty, pg_url
@@ -489,3 +491,54 @@ async def test_a_rate_goes_whole_to_the_replica_left_and_figures_are_summed(
     alone = await b.capacity_shares({}, {}, {"@tpm:m": SharedRate(10_000.0, 5_000.0, 100.0)})
     assert alone.replicas == 1
     assert alone.rates == {"@tpm:m": pytest.approx(10_000.0)}
+
+
+async def _cancelled_while_blocked(
+    pg_url: str, block: list[tuple[str, tuple[object, ...]]], call: Callable[[], Awaitable[object]]
+) -> None:
+    """Run ``call`` while another connection holds what it needs (``block``'s statements,
+    in one open transaction), cancel it there, and check that it ended with the cancel:
+    no task left running, nothing reported to the loop (an error nobody retrieved, a
+    connection released in the middle of a transaction)."""
+    loop_errors: list[dict[str, object]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: loop_errors.append(context))
+    blocker = await asyncpg.connect(pg_url)
+    try:
+        await blocker.execute("BEGIN")
+        for sql, args in block:
+            await blocker.execute(sql, *args)
+        before = asyncio.all_tasks()
+        with anyio.move_on_after(0.3) as scope:
+            await call()
+        assert scope.cancelled_caught, "the call should have waited for the blocker"
+        await anyio.sleep(0.2)
+        left = [t for t in asyncio.all_tasks() - before if not t.done()]
+        assert not left, f"tasks left running after the cancel: {left}"
+    finally:
+        await blocker.close()
+        gc.collect()  # a task nobody awaited reports its error when collected
+        loop.set_exception_handler(None)
+    assert not loop_errors, [context.get("message") for context in loop_errors]
+
+
+async def test_a_balancing_cancelled_mid_query_ends_with_the_cancel(
+    replicas: Open, pg_url: str
+) -> None:
+    """A replica stopping (its engine's task group cancelled) while a balancing waits on
+    the database: the balancing ends in its own task, nothing fails unseen behind it
+    ("Task exception was never retrieved"), and the next balancing works."""
+    store = await replicas()
+    lock = [("SELECT pg_advisory_xact_lock($1)", (_CAPACITY_LOCK,))]
+    await _cancelled_while_blocked(pg_url, lock, lambda: store.capacity_shares({"m": 5}, {"m": 0}))
+    assert (await store.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 5}
+
+
+async def test_a_heartbeat_cancelled_mid_query_ends_with_the_cancel(
+    replicas: Open, pg_url: str
+) -> None:
+    """The store closing while its heartbeat waits on its replica's row."""
+    store = await replicas()
+    row = [("SELECT 1 FROM replicas WHERE replica_id = $1 FOR UPDATE", (store.replica_id,))]
+    await _cancelled_while_blocked(pg_url, row, store.maintain_once)
+    assert await store.maintain_once() == 0

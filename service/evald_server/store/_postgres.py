@@ -35,6 +35,7 @@ from collections.abc import (
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import asyncpg
 
 from evald_server.domain import (
@@ -110,6 +111,18 @@ _LOST = (
 )
 # Lost races that PostgreSQL resolves by aborting one transaction: run it again.
 _CONFLICT = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+
+
+@contextlib.contextmanager
+def _closed_if_cut(conn: asyncpg.Connection) -> Iterator[None]:
+    """A query cut off by a cancel or a time bound leaves its transaction open, and the
+    pool would reset such a connection with a warning: closing it lets the server roll
+    back, and the pool opens a fresh one."""
+    try:
+        yield
+    except (asyncio.CancelledError, TimeoutError):
+        conn.terminate()
+        raise
 
 
 def redact(url: str) -> str:
@@ -321,13 +334,13 @@ class PostgresStore:
         the others will have taken its shares back by then."""
         assert self._pool is not None
         try:
+            # fail_after, not wait_for: the query runs in this task, so a cancel (the
+            # engine stopping) ends it here, and no task is left behind to fail unseen.
             async with self._pool.acquire(timeout=self.lease_s / 2) as conn:
-                shares = await asyncio.wait_for(
-                    leases.capacity_shares(
+                with _closed_if_cut(conn), anyio.fail_after(self.lease_s / 2):
+                    shares = await leases.capacity_shares(
                         conn, self.replica_id, self.owner, limits, held, rates, published
-                    ),
-                    self.lease_s / 2,
-                )
+                    )
         except (*_LOST, asyncpg.PostgresError) as exc:
             if not isinstance(exc, TimeoutError):  # slow is not unreachable: health stays
                 self._lost(exc)
