@@ -39,7 +39,17 @@ def _jsonl(records: int, *, late_label: bool) -> bytes:
 Outcome = tuple[ScoreReport, ScoreReport, dict[str, dict[str, float] | None], int, int]
 
 
-async def _scored_run(tmp_path: Path, *, late_label: bool) -> Outcome:
+def _qa_jsonl(records: int) -> bytes:
+    lines = [
+        json.dumps({"id": f"q{i}", "question": f"what is {i}?", "answers": [f"it is {i}", str(i)]})
+        for i in range(records)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def _scored_run(
+    tmp_path: Path, *, late_label: bool, task_type: TaskType = TaskType.CLASSIFICATION
+) -> Outcome:
     """The stored report, the whole-task report, the stored scores, pages, fallbacks."""
     config = make_config(
         tmp_path,
@@ -50,10 +60,13 @@ async def _scored_run(tmp_path: Path, *, late_label: bool) -> Outcome:
     try:
         # A worker already started, as in a long-lived server: pages go out while the
         # run's inference goes on.
-        await pool.score(TaskType.CLASSIFICATION, [], seed=0, timeout_s=120)
+        await pool.score(task_type, [], seed=0, timeout_s=120)
         async with Evald.open(config, scoring=pool) as app:
-            header = DatasetHeader("d", "1.0.0", TaskType.CLASSIFICATION)
-            await app.datasets.upload(TENANT, header, [_jsonl(300, late_label=late_label)])
+            header = DatasetHeader("d", "1.0.0", task_type)
+            data = (
+                _qa_jsonl(300) if task_type is TaskType.QA else _jsonl(300, late_label=late_label)
+            )
+            await app.datasets.upload(TENANT, header, [data])
             spec = RunSpec(models=("sim",), datasets=(DatasetRef("d", "1.0.0"),), repeat=2)
             run = await app.runs.create(TENANT, spec)
             await wait_until_finished(app, run.run_id)
@@ -63,7 +76,7 @@ async def _scored_run(tmp_path: Path, *, late_label: bool) -> Outcome:
             kept = TaskEvaluation.from_json(stored).report
             assert kept is not None
             whole = await pool.score(
-                TaskType.CLASSIFICATION,
+                task_type,
                 StoredSamples(store, task.task_id),
                 seed=spec.seed,
                 timeout_s=60,
@@ -80,6 +93,17 @@ async def _scored_run(tmp_path: Path, *, late_label: bool) -> Outcome:
 async def test_a_task_scored_page_by_page_keeps_the_whole_task_result(tmp_path: Path) -> None:
     kept, whole, scores, pages_scored, fallbacks = await _scored_run(tmp_path, late_label=False)
     assert pages_scored >= 1  # the rest is scored as one last page with the aggregation
+    assert fallbacks == 0
+    assert kept == dataclasses.replace(whole, sample_scores=[])
+    assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}
+
+
+async def test_a_qa_task_is_scored_page_by_page_too(tmp_path: Path) -> None:
+    """Any scorer whose samples score on their own (QA here) pages as classification does."""
+    kept, whole, scores, pages_scored, fallbacks = await _scored_run(
+        tmp_path, late_label=False, task_type=TaskType.QA
+    )
+    assert pages_scored >= 1
     assert fallbacks == 0
     assert kept == dataclasses.replace(whole, sample_scores=[])
     assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}

@@ -1,5 +1,6 @@
 """Page-by-page scoring: pages scored as they commit, in any order, then aggregated,
-give the report the whole-task path gives (metrics, intervals, payload, worst examples,
+give the report the whole-task path gives, for classification and for every scorer
+whose samples score on their own (metrics, intervals, payload, worst examples,
 repeats and per-sample scores); a label that appears only in a later page makes the
 aggregation decline, so the caller scores the whole task."""
 
@@ -8,7 +9,8 @@ import random
 import pytest
 
 from evald_server.domain import TaskType
-from evald_server.scoring import ScoringSample, scorer_for
+from evald_server.scoring import ScoreReport, ScoringSample, scorer_for
+from tests.scoring.test_streamed import STREAMED, _task
 
 LABELS = ("negative", "neutral", "positive")
 
@@ -44,11 +46,7 @@ def _by_pages(samples: list[ScoringSample], page: int, *, seed: int = 3):  # typ
     return scorer.aggregate(pages, seed=11, worst_k=5, resamples=200)
 
 
-@pytest.mark.parametrize(("n", "repeats", "page"), [(600, 1, 128), (250, 3, 100), (40, 1, 1000)])
-def test_pages_aggregate_to_the_whole_task_report(n: int, repeats: int, page: int) -> None:
-    samples = _samples(n, repeats=repeats)
-    whole = scorer_for(TaskType.CLASSIFICATION).score(samples, seed=11, worst_k=5, resamples=200)
-    paged = _by_pages(samples, page)
+def _assert_same_report(paged: ScoreReport | None, whole: ScoreReport) -> None:
     assert paged is not None
     assert paged.metrics == whole.metrics
     assert paged.uncertainty == whole.uncertainty
@@ -61,6 +59,44 @@ def test_pages_aggregate_to_the_whole_task_report(n: int, repeats: int, page: in
     by_id = {s.subtask_id: s for s in whole.sample_scores}
     assert len(paged.sample_scores) == len(by_id)
     assert all(by_id[s.subtask_id] == s for s in paged.sample_scores)
+
+
+@pytest.mark.parametrize(("n", "repeats", "page"), [(600, 1, 128), (250, 3, 100), (40, 1, 1000)])
+def test_pages_aggregate_to_the_whole_task_report(n: int, repeats: int, page: int) -> None:
+    samples = _samples(n, repeats=repeats)
+    whole = scorer_for(TaskType.CLASSIFICATION).score(samples, seed=11, worst_k=5, resamples=200)
+    _assert_same_report(_by_pages(samples, page), whole)
+
+
+PAGED = sorted(t for t in STREAMED if scorer_for(t).pages)
+
+
+def test_the_scorers_that_score_page_by_page() -> None:
+    assert PAGED == [TaskType.GENERATION, TaskType.MULTIPLE_CHOICE, TaskType.QA]
+
+
+@pytest.mark.parametrize("task_type", PAGED)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_streamed_scorers_pages_in_commit_order_aggregate_to_the_whole_task_report(
+    task_type: TaskType, seed: int
+) -> None:
+    """Every scorer whose samples score on their own scores page by page too: pages of
+    random sizes, in a shuffled (commit) order, with skipped samples and repeats, give
+    the report of the whole task (columns over the scored samples are put back in row
+    id order, columns over every sample are read in any order)."""
+    rng = random.Random(seed)
+    samples = _task(task_type, rng, 240)
+    scorer = scorer_for(task_type)
+    assert scorer.pages
+    whole = scorer.score(samples, seed=5, worst_k=4, resamples=150)
+    committed = samples[:]
+    rng.shuffle(committed)
+    pages, start = [], 0
+    while start < len(committed):
+        size = rng.randint(1, 70)
+        pages.append(scorer.score_page(committed[start : start + size], context=(), worst_k=4))
+        start += size
+    _assert_same_report(scorer.aggregate(pages, seed=5, worst_k=4, resamples=150), whole)
 
 
 def test_a_label_first_seen_in_a_later_page_declines_the_aggregation() -> None:
@@ -83,3 +119,5 @@ def test_scorers_that_cannot_score_pages_say_so() -> None:
             with pytest.raises(NotImplementedError):
                 scorer.score_page([], context=(), worst_k=5)
     assert scorer_for(TaskType.CLASSIFICATION).pages
+    assert not scorer_for(TaskType.NER).pages  # its metrics count entities over the task
+    assert not scorer_for(TaskType.SUMMARIZATION).pages  # its documents, see the scorer

@@ -29,6 +29,7 @@ from evald_server.scoring._scored_pages import (
     ConcatenatedScores,
     ScoredPage,
     WorstCandidate,
+    merged_order,
     row_ids_of,
     worst_of,
 )
@@ -171,15 +172,38 @@ class BaseScorer(ABC):
     def score_page(
         self, samples: Sequence[ScoringSample], *, context: tuple[str, ...], worst_k: int
     ) -> ScoredPage:
-        """Score one page of a task's samples on its own (see ``_scored_pages``)."""
-        raise NotImplementedError(f"scorer {self.name} does not score page by page")
+        """Score one page of a task's samples on its own (see ``_scored_pages``). A
+        ``streams`` scorer's page is its ``measure``: its samples' scores depend on
+        them alone, so a page needs no context."""
+        if not (self.pages and self.streams):
+            raise NotImplementedError(f"scorer {self.name} does not score page by page")
+        scored = [s for s in samples if s.output is not None]
+        rows, columns = self.measure(scored, samples, self.measure_state())
+        return self._page(samples, scored, rows, context=(), worst_k=worst_k, columns=columns)
 
     def aggregate(
         self, pages: Sequence[ScoredPage], *, seed: int, worst_k: int, resamples: int
     ) -> ScoreReport | None:
         """The task's report from its scored pages; None when a page was scored against
-        a context the task's final one differs from (score the whole task instead)."""
-        raise NotImplementedError(f"scorer {self.name} does not score page by page")
+        a context the task's final one differs from (score the whole task instead).
+        A ``streams`` scorer concludes over its pages' columns in row id order, as the
+        whole task's stream gives them."""
+        if not (self.pages and self.streams):
+            raise NotImplementedError(f"scorer {self.name} does not score page by page")
+        if not pages:
+            return None
+        order = merged_order(pages)
+        columns: dict[str, np.ndarray] = {}
+        for key in pages[0].columns:
+            joined = np.concatenate([page.columns[key] for page in pages])
+            # A column over the scored samples follows them into row id order; one over
+            # every sample of a page (skipped ones too) is read without regard to order.
+            per_scored = all(len(page.columns[key]) == page.row_ids.size for page in pages)
+            columns[key] = joined[order] if per_scored else joined
+        evaluation = self.conclude(columns)
+        return self._aggregated(
+            pages, evaluation, order, seed=seed, worst_k=worst_k, resamples=resamples
+        )
 
     def _report(
         self,

@@ -93,6 +93,7 @@ class GenerationScorer(BaseScorer):
         return str(record["input"])
 
     streams = True
+    pages = True  # a page is a measure of its samples (BaseScorer.score_page)
 
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]

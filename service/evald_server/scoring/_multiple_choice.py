@@ -83,6 +83,7 @@ class MultipleChoiceScorer(BaseScorer):
         return str(record["question"])
 
     streams = True
+    pages = True  # a page is a measure of its samples (BaseScorer.score_page)
 
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]

@@ -34,6 +34,7 @@ class QaScorer(BaseScorer):
         return str(record["question"])
 
     streams = True
+    pages = True  # a page is a measure of its samples (BaseScorer.score_page)
 
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]

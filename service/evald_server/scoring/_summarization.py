@@ -87,6 +87,10 @@ class SummarizationScorer(BaseScorer):
         return str(record["document"])
 
     streams = True
+    # Not page by page: while its workers are behind (ROUGE is the slowest scorer, ~0.8k
+    # samples/s) the server would hold each committed sample's document; a finished
+    # task is streamed from the store in bounded memory instead.
+    pages = False
 
     def evaluate(
         self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample]
