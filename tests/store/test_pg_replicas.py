@@ -48,7 +48,7 @@ from evald_server.store import (
 from evald_server.store._pg_leases import _CAPACITY_LOCK, DB_NOW, IDLE_SHARE
 from evald_server.store._pg_schema import LATEST_VERSION, migrate
 from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
-from tests._postgres import admin_sql, empty, pg_url
+from tests._postgres import empty, new_database, pg_url
 from tests._shared import wait_for
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
@@ -346,14 +346,10 @@ async def test_a_database_from_a_newer_evald_is_refused(replicas: Open, pg_url: 
 
 
 @pytest.fixture
-def other_database(pg_url: str) -> Iterator[str]:
+async def other_database(pg_url: str) -> AsyncIterator[str]:
     """A second, empty database beside the session's (dropped at the end)."""
-    name = f"{pg_url.rsplit('/', 1)[1]}_b"
-    admin_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with new_database(pg_url, "b") as url:
+        yield url
 
 
 async def test_a_version_1_database_is_migrated_and_its_work_goes_on(
