@@ -8,8 +8,9 @@ lists it) — except under ``CI=true``, where a missing PostgreSQL fails them.
 import asyncio
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -53,6 +54,22 @@ def pg_url() -> Iterator[str]:
         yield _with_database(ADMIN_URL, name)
     finally:
         admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@asynccontextmanager
+async def new_database(beside: str, suffix: str) -> AsyncIterator[str]:
+    """A fresh, empty database on the server of ``beside`` (a database URL), named after
+    it with ``suffix``; its URL, and the database dropped at the end."""
+    name = f"{urlsplit(beside).path.strip('/')}_{suffix}"
+    admin = await asyncpg.connect(ADMIN_URL, timeout=5)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield _with_database(ADMIN_URL, name)
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
 
 
 async def empty(url: str) -> None:

@@ -326,7 +326,9 @@ class AsyncEvaldClient:
         return RetryOutcome(run=run_from_proto(response.run), requeued=response.requeued)
 
     def watch(self, run_id: str, *, after_seq: int = 0) -> AsyncGenerator[RunEvent, None]:
-        """The run's events with seq > ``after_seq``, then live, until its terminal state.
+        """The run's events with seq > ``after_seq``, then live, until its current terminal
+        state: a run that ended and was retried or resumed is followed past its earlier
+        end, as the server's stream goes on.
 
         Reconnects on UNAVAILABLE and resumes after the last event received (no gap,
         no duplicate). Breaking out of the loop cancels the stream.

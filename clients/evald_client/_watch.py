@@ -2,8 +2,10 @@
 
 On UNAVAILABLE the stream is reopened with ``after_seq`` = the seq of the last logged
 event received, after a bounded, jittered backoff; events at or below that seq are
-dropped, so the caller sees no gap and no duplicate. The iteration ends after the
-event of the run's terminal state.
+dropped, so the caller sees no gap and no duplicate. The iteration ends with the
+stream, after the event of the run's *current* terminal state: a run that ended and was
+retried (or resumed) logged a terminal event before its retry, and the server's stream
+goes on past it, so the client does too.
 """
 
 import random
@@ -54,10 +56,12 @@ async def watch_events(
     after_seq: int,
     policy: ReconnectPolicy,
 ) -> AsyncGenerator[RunEvent, None]:
-    """Events of ``run_id`` with seq > ``after_seq`` until the terminal state change.
+    """Events of ``run_id`` with seq > ``after_seq`` until its current terminal state.
 
-    ``open_stream`` starts a WatchRun call; ``run_is_terminal`` is asked when a stream
-    ends without the terminal event (e.g. the run ended before ``after_seq``).
+    ``open_stream`` starts a WatchRun call, which the server ends (OK) right after the
+    event of the run's current terminal state; an earlier terminal event (before a
+    retry) does not end it. ``run_is_terminal`` is asked when a stream ends without a
+    terminal event last (e.g. the run ended before ``after_seq``).
     """
     last_seq = after_seq
     failures = 0
@@ -65,6 +69,7 @@ async def watch_events(
         call = open_stream(service_pb2.WatchRunRequest(run_id=run_id, after_seq=last_seq))
         error: EvaldError | None = None
         cause: grpc.RpcError | None = None
+        ended = False  # the last event received was a terminal state change
         try:
             async for response in call:
                 event = event_from_proto(response.event)
@@ -75,20 +80,20 @@ async def watch_events(
                     continue  # replayed after a reconnect
                 last_seq = response.event.seq
                 failures = 0  # progress; heartbeats alone do not refill the budget
+                ended = isinstance(event, StateChanged) and event.is_terminal
                 if event is None:
                     continue  # a kind newer than this client
                 yield event
-                if isinstance(event, StateChanged) and event.is_terminal:
-                    return
         except grpc.RpcError as exc:
             error, cause = error_from_rpc(exc), exc
             if error.code != "UNAVAILABLE":
                 raise error from exc
         finally:
             call.cancel()
-        # The stream broke (UNAVAILABLE) or ended without the terminal event.
-        if error is None and await run_is_terminal():
+        # The server ends a stream OK after the run's current terminal event.
+        if error is None and (ended or await run_is_terminal()):
             return
+        # The stream broke (UNAVAILABLE) or ended without the terminal event.
         if failures >= policy.max_attempts:
             if error is not None:
                 raise error from cause

@@ -7,11 +7,13 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import grpc
 import pytest
 
 from evald.v1 import service_pb2
 from evald.v1.enums_pb2 import SUBTASK_STATE_RUNNING
+from evald_cli.main import main as evald_cli
 from evald_client import (
     AsyncEvaldClient,
     ErrorCategory,
@@ -24,7 +26,7 @@ from evald_client import (
     SubtaskState,
     TaskState,
 )
-from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider
+from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate
 from tests._shared import classification_records, simulated_model, wait_for
 from tests.api._support import assert_reason, fails, raw_stub
 from tests.harness import make_config, running_server
@@ -136,7 +138,7 @@ async def test_cancelling_again_returns_the_run_unchanged(cancelled: Cancelled) 
         again = await client.cancel_run(cancelled.run_id)
         assert again == before, "CancelRun on a terminal run returns it unchanged"
         assert await client.get_run(cancelled.run_id) == before
-        # A cancelled run cannot be retried.
+        # Nothing failed for good, and its cancelled samples are retried only when asked.
         with pytest.raises(FailedPrecondition) as info:
             await client.retry_run(cancelled.run_id)
         assert info.value.reason == "RUN_NOT_RETRYABLE"
@@ -299,7 +301,8 @@ async def test_retry_by_state_resumes_a_cancelled_run(address: str) -> None:
         assert stopped.state is RunState.CANCELLED
         cancelled = stopped.progress.counts.cancelled
         assert cancelled > 0
-        # Without the state filter a cancelled run stays refused, and says how to resume.
+        # Without the state filter there is nothing failed to retry; the error says how
+        # to resume.
         with pytest.raises(FailedPrecondition, match="states: cancelled"):
             await client.retry_run(run.run_id)
         failure = await fails(
@@ -318,3 +321,75 @@ async def test_retry_by_state_resumes_a_cancelled_run(address: str) -> None:
         (result,) = await client.results(run.run_id)
         assert result.status is ResultStatus.SUCCESS
         assert result.execution.samples_succeeded == SLOW_RECORDS
+
+
+async def test_retrying_only_the_failed_samples_of_a_cancelled_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evald retry RUN --reason R` / `--state failed_permanent` on a cancelled run
+    re-queues its failed samples only: they run, the cancelled ones stay cancelled (not
+    asked again), and the run ends in the state its tasks give (partial here)."""
+    rejected, records = 2, 6
+    no_retries = RetryPolicy(max_retries=0, backoff_s=(0.01,), jitter_fraction=0.0)
+    # Two permanent 400s, then every call hangs until the cancel aborts it.
+    hang = FakeConfig(
+        sequence=(Behaviour.error(400),) * rejected,
+        faults=(FaultRate(Behaviour.hang(), 1.0),),
+    )
+    async with FakeProvider(hang) as fake:
+        model = fake.model_config("fake-m", max_concurrency=2).model_dump(mode="json")
+        config = make_config(tmp_path, models=[model])
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            await client.upload_dataset(
+                name="six",
+                version="1.0.0",
+                task_type="classification",
+                records=classification_records(records, prefix="c"),
+            )
+            run = await client.create_run(
+                models=["fake-m"], datasets=[("six", "1.0.0")], retry_policy=no_retries
+            )
+
+            async def both_rejected() -> bool:
+                counts = (await client.get_run(run.run_id)).progress.counts
+                return counts.failed_permanent == rejected
+
+            await wait_for(both_rejected)
+            await client.cancel_run(run.run_id)
+            stopped = await client.wait(run.run_id, timeout_s=30)
+            assert stopped.state is RunState.CANCELLED
+            counts = stopped.progress.counts
+            assert (counts.failed_permanent, counts.cancelled) == (rejected, records - rejected)
+            cancelled = {
+                s.subtask_id: s
+                async for s in client.samples(run.run_id, state=SubtaskState.CANCELLED)
+            }
+            asked = fake.journal.requests
+
+            fake.configure(FakeConfig())  # the provider answers again
+            argv = ["retry", run.run_id, "--reason", "PROVIDER_REJECTED", "--server", address]
+            assert await anyio.to_thread.run_sync(evald_cli, argv) == 0
+            assert capsys.readouterr().out == (
+                f"run {run.run_id}: {rejected} samples re-queued, running\n"
+            )
+            final = await client.wait(run.run_id, timeout_s=30)
+            assert final.state is RunState.PARTIAL, "cancelled samples remain"
+            assert (final.cancel_requested, final.cancel_reason) == (False, "")
+            counts = final.progress.counts
+            assert (counts.succeeded, counts.failed_permanent, counts.cancelled) == (
+                rejected,
+                0,
+                records - rejected,
+            )
+            after = {s.subtask_id: s async for s in client.samples(run.run_id)}
+            for subtask_id, sample in cancelled.items():
+                assert after[subtask_id] == sample, "a cancelled sample is left as it was"
+            (result,) = await client.results(run.run_id)
+            assert result.status is ResultStatus.PARTIAL_SUCCESS
+            assert result.execution.samples_succeeded == rejected
+            assert result.execution.samples_cancelled == records - rejected
+
+            # The same by state (`--state failed_permanent`): nothing failed is left.
+            with pytest.raises(FailedPrecondition, match="no failed_permanent subtasks"):
+                await client.retry_run(run.run_id, states=[SubtaskState.FAILED_PERMANENT])
+        assert fake.journal.requests == asked + rejected, "only the failed ones asked again"

@@ -2,10 +2,10 @@
 
 Random shapes (1-5 models, simulated and the fake provider on loopback, model, server
 and run limits below and above each other, repeats, several concurrent runs, cancels
-mid-run, transient faults with durable retries, RetryRun of permanent failures), each
-seed bounded in time. A monitor samples every lane while the shape runs and fails the
-seed when a lane has work it could start and no call in flight for longer than a
-stall bound. ``make test`` runs a bounded number of seeds; the ``slow`` variant runs more.
+mid-run, transient faults with durable retries, RetryRun of permanent failures, of
+cancelled runs too), each seed bounded in time. A monitor samples every lane while the
+shape runs and fails the seed when a lane has work it could start and no call in flight
+for longer than a stall bound. ``make test`` runs a bounded number of seeds; the ``slow`` variant runs more.
 """
 
 import random
@@ -125,8 +125,8 @@ async def _drive(apps: Sequence[Evald], plan: _RunPlan, rng: random.Random) -> s
         await rng.choice(apps).runs.cancel(TENANT, run.run_id)
     await _until_terminal(rng.choice(apps), run.run_id)
     done = await rng.choice(apps).runs.get(TENANT, run.run_id)
-    if done.progress.counters.failed_permanent and not done.cancel_requested:
-        try:  # retry the permanent failures once; the run must end again
+    if done.progress.counters.failed_permanent:
+        try:  # retry the permanent failures once (of a cancelled run too); it must end again
             await rng.choice(apps).runs.retry(TENANT, run.run_id)
         except FailedPrecondition:
             pass

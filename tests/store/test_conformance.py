@@ -1,7 +1,8 @@
 """The Store port method by method, beyond the scenarios of ``test_runs`` and
 ``test_transitions``: quotas, idempotent creates, the owner guard, the cancel's effect on
-retries, retry filters by reason and state, a task's end and the run's terminal event,
-live-only appends and pagination. Runs against every backend of ``conftest.BACKENDS``."""
+retries, retry filters by reason and state (a cancelled run's failed work alone), a
+task's end and the run's terminal event, live-only appends and pagination. Runs against
+every backend of ``conftest.BACKENDS``."""
 
 import dataclasses
 import time
@@ -17,8 +18,16 @@ from evald_server.domain import (
     RunState,
     SubtaskState,
     TaskState,
+    task_outcome,
 )
-from evald_server.store import LiveRunLimitReached, NewEvent, SampleScoreRow, Store, TaskFinish
+from evald_server.store import (
+    LiveRunLimitReached,
+    NewEvent,
+    SampleScoreRow,
+    Store,
+    TaskFinish,
+    TaskRow,
+)
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
@@ -26,6 +35,12 @@ pytestmark = pytest.mark.anyio
 
 _TIMEOUT = EvalError.of(ErrorReason.PROVIDER_TIMEOUT, "slow")
 _REJECTED = EvalError.of(ErrorReason.PROVIDER_REJECTED, "400")
+
+
+def task_outcome_of(task: TaskRow | None) -> TaskState:
+    """The state the engine gives a task that has finished its inference."""
+    assert task is not None
+    return task_outcome(task.counters, scorer_failed=False)
 
 
 def _finish(task_id: str, state: TaskState) -> TaskFinish:
@@ -145,6 +160,43 @@ async def test_retrying_cancelled_work_lifts_the_cancel(store: Store) -> None:
     assert reopened is not None
     assert (reopened.state, reopened.cancel_requested) == (RunState.RUNNING, False)
     assert len((await store.claim_ready(run.run_id, "m1", 9, time.time())).subtasks) == 2
+
+
+async def test_retrying_a_cancelled_runs_failed_work_leaves_its_cancelled_work(
+    store: Store,
+) -> None:
+    ds = await add_dataset(store, records=3)
+    run = await add_run(store, [ds])
+    (failed,) = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
+    await store.complete(
+        [outcome(failed, OutcomeKind.FAILED_PERMANENT, error=_REJECTED)], time.time()
+    )
+    stopped = await store.cancel_run(run.run_id, time.time())
+    (task_id,) = stopped.finished_tasks
+    ended = await store.finish_task(
+        _finish(task_id, task_outcome_of(await store.get_task(task_id)))
+    )
+    assert ended.run_state is RunState.CANCELLED
+
+    report = await store.retry_failed(
+        run.run_id, [], [], time.time(), states=[SubtaskState.FAILED_PERMANENT]
+    )
+    assert report.changed == 1
+    reopened = await store.get_run(run.run_id)
+    assert reopened is not None
+    assert (reopened.state, reopened.cancel_requested) == (RunState.RUNNING, False)
+    (task,) = await store.get_tasks(run.run_id)
+    assert (task.counters.pending, task.counters.cancelled) == (1, 2)
+    (again,) = (await store.claim_ready(run.run_id, "m1", 9, time.time())).subtasks
+    assert (again.row_id, again.attempt) == (failed.row_id, 0)
+    done = await store.complete([outcome(again, OutcomeKind.SUCCEEDED, output="x")], time.time())
+    assert done.finished_tasks == (task_id,)
+    task = await store.get_task(task_id)
+    state = task_outcome_of(task)
+    assert state is TaskState.PARTIAL, "two samples stay cancelled"
+    finish = await store.finish_task(_finish(task_id, state))
+    assert finish.run_state is RunState.PARTIAL
+    await assert_counters_match_recount(store, run.run_id)
 
 
 async def test_the_run_ends_with_its_last_task_and_its_state_event_comes_last(

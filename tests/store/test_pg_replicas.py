@@ -4,9 +4,17 @@ Leases (a dead owner's work back to pending, never a live one's; its late outcom
 refused), scoring jobs taken once and taken over from a dead scorer, gap-free event
 seqs under concurrent appends, idempotent creates and tenant quotas across replicas,
 the change feed, replica ids, schema versions and the password kept out of messages.
+
+Nothing here waits for time to pass: the replicas' leases are long, and a replica dies
+the way the others see it, its heartbeat stopped and its lease run out in the database
+(``die``) — a lease of a fraction of a second would also run out under a loaded machine
+for a replica meant to be alive. One test lets a short lease run out by itself, and
+polls for what follows. A test that cancels a call waits for the database to show the
+call blocked, not for a delay.
 """
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -37,10 +45,11 @@ from evald_server.store import (
     StoreError,
     TaskFinish,
 )
-from evald_server.store._pg_leases import _CAPACITY_LOCK, IDLE_SHARE
+from evald_server.store._pg_leases import _CAPACITY_LOCK, DB_NOW, IDLE_SHARE
 from evald_server.store._pg_schema import LATEST_VERSION, migrate
 from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
-from tests._postgres import admin_sql, empty, pg_url
+from tests._postgres import empty, new_database, pg_url
+from tests._shared import wait_for
 from tests.store._helpers import add_dataset, add_run
 from tests.store.test_runs import assert_counters_match_recount, outcome
 
@@ -48,7 +57,13 @@ __all__ = ["pg_url"]
 
 pytestmark = pytest.mark.anyio
 
-LEASE_S = 0.6
+# Long enough never to run out during a test, however loaded the machine; the heartbeat
+# runs only when a test calls maintain_once (its own period is longer than any test).
+LEASE_S = 120.0
+HEARTBEAT_S = 60.0
+# A safety bound on waits for something that happens at once (a notice, a cancelled
+# call's cleanup): a failure, never a pace.
+BOUND_S = 30.0
 Open = Callable[..., Awaitable[PostgresStore]]
 
 
@@ -61,7 +76,7 @@ async def replicas(pg_url: str) -> AsyncIterator[Open]:
     async def open_one(**options: object) -> PostgresStore:
         settings: dict[str, object] = {
             "lease_s": LEASE_S,
-            "heartbeat_s": 0.1,
+            "heartbeat_s": HEARTBEAT_S,
             "pool_size": 3,
             "replica_id": f"r{len(opened)}",  # one process: the default id would repeat
         }
@@ -75,27 +90,42 @@ async def replicas(pg_url: str) -> AsyncIterator[Open]:
         await store.close()
 
 
-def stop_heartbeat(store: PostgresStore) -> None:
+async def stop_heartbeat(store: PostgresStore) -> None:
     """The replica hangs (or its host is cut off): it stops renewing its lease."""
     assert store._maintenance is not None
     store._maintenance.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await store._maintenance
+
+
+async def die(store: PostgresStore, pg_url: str) -> None:
+    """The replica hangs and its lease runs out: what the others see once ``lease_s`` has
+    passed without a heartbeat, set in the database rather than waited for."""
+    await stop_heartbeat(store)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute(
+            f"UPDATE replicas SET lease_until = {DB_NOW} WHERE owner = $1", store.owner
+        )
+    finally:
+        await conn.close()
 
 
 async def test_a_dead_replicas_work_goes_back_to_pending_and_its_late_outcome_is_refused(
-    replicas: Open,
+    replicas: Open, pg_url: str
 ) -> None:
     a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
     ds = await add_dataset(a, records=4)
     run = await add_run(a, [ds])
     claimed = (await a.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
     assert len(claimed) == 3
-    # A live owner's rows are never taken, however long and often the others look
-    # (b's heartbeat looks every 0.1 s).
-    await anyio.sleep(2 * LEASE_S)
+    # A live owner's rows are never taken, however often the others look.
+    for _ in range(3):
+        assert await b.maintain_once() == 0
     (task,) = await b.get_tasks(run.run_id)
     assert (task.counters.pending, task.counters.running) == (1, 3)
-    stop_heartbeat(a)
-    await anyio.sleep(LEASE_S + 0.3)  # b's heartbeat gives a's rows back meanwhile
+    await die(a, pg_url)
+    assert await b.maintain_once() == 3, "b's heartbeat gives a's rows back"
     (task,) = await b.get_tasks(run.run_id)
     assert (task.counters.pending, task.counters.running) == (4, 0)
     again = (await b.claim_ready(run.run_id, "m1", 4, time.time())).subtasks
@@ -116,12 +146,23 @@ async def test_a_dead_replicas_work_goes_back_to_pending_and_its_late_outcome_is
     await assert_counters_match_recount(b, run.run_id)
 
 
+async def test_a_lease_runs_out_by_itself_once_the_heartbeat_stops(replicas: Open) -> None:
+    a = await replicas(replica_id="a", lease_s=0.5, heartbeat_s=0.1)
+    b = await replicas(replica_id="b")
+    await stop_heartbeat(a)
+
+    async def a_is_gone() -> bool:
+        await b.maintain_once()
+        return [m for m, _ in b.members] == ["b"]
+
+    await wait_for(a_is_gone, timeout_s=BOUND_S)
+
+
 async def test_a_replica_taken_for_dead_joins_again_when_its_heartbeat_returns(
-    replicas: Open,
+    replicas: Open, pg_url: str
 ) -> None:
     a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
-    stop_heartbeat(a)
-    await anyio.sleep(LEASE_S + 0.2)
+    await die(a, pg_url)
     await b.maintain_once()
     assert [m for m, _ in b.members] == ["b"]
     await a.maintain_once()  # its heartbeat comes back
@@ -130,7 +171,7 @@ async def test_a_replica_taken_for_dead_joins_again_when_its_heartbeat_returns(
 
 
 async def test_a_scoring_job_is_taken_once_and_taken_over_from_a_dead_scorer(
-    replicas: Open,
+    replicas: Open, pg_url: str
 ) -> None:
     a, b = await replicas(replica_id="a"), await replicas(replica_id="b")
     ds = await add_dataset(a, records=1)
@@ -140,8 +181,7 @@ async def test_a_scoring_job_is_taken_once_and_taken_over_from_a_dead_scorer(
     (task_id,) = report.finished_tasks
     assert await a.claim_scoring(task_id)
     assert not await b.claim_scoring(task_id), "a live scorer holds it"
-    stop_heartbeat(a)
-    await anyio.sleep(LEASE_S + 0.2)
+    await die(a, pg_url)
     assert await b.claim_scoring(task_id)
     finish = TaskFinish(
         task_id=task_id,
@@ -212,7 +252,7 @@ async def test_the_tenant_quota_holds_across_replicas(replicas: Open) -> None:
 
 async def _next_changes(store: PostgresStore, want: int) -> list[StoreChange]:
     seen: list[StoreChange] = []
-    with anyio.fail_after(5):
+    with anyio.fail_after(BOUND_S):
         async for change in store.changes():
             seen.append(change)
             if len(seen) >= want:
@@ -274,13 +314,16 @@ async def test_judge_work_an_answer_creates_is_announced_to_the_other_replicas(
 
 
 async def test_a_replica_hears_nothing_of_its_own_changes(replicas: Open) -> None:
-    a = await replicas()
+    a, b = await replicas(), await replicas()
     ds = await add_dataset(a, records=2)
-    await add_run(a, [ds])
-    with anyio.move_on_after(0.5) as quiet:
-        async for change in a.changes():
-            pytest.fail(f"a replica was told about its own change {change}")
-    assert quiet.cancelled_caught
+    await add_run(a, [ds], run_id="run_a")
+    await add_run(b, [ds], run_id="run_b")
+    # Notices arrive in commit order: a's own would come before b's.
+    changes = await _next_changes(a, 2)
+    assert {(c.kind, c.run_id) for c in changes} == {
+        (ChangeKind.WORK, "run_b"),
+        (ChangeKind.EVENTS, "run_b"),
+    }
 
 
 async def test_a_live_replica_id_cannot_be_used_twice(replicas: Open) -> None:
@@ -303,14 +346,10 @@ async def test_a_database_from_a_newer_evald_is_refused(replicas: Open, pg_url: 
 
 
 @pytest.fixture
-def other_database(pg_url: str) -> Iterator[str]:
+async def other_database(pg_url: str) -> AsyncIterator[str]:
     """A second, empty database beside the session's (dropped at the end)."""
-    name = f"{pg_url.rsplit('/', 1)[1]}_b"
-    admin_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with new_database(pg_url, "b") as url:
+        yield url
 
 
 async def test_a_version_1_database_is_migrated_and_its_work_goes_on(
@@ -386,7 +425,7 @@ async def test_the_database_password_never_appears_in_a_message() -> None:
 
 
 async def test_a_models_limit_is_shared_and_a_share_moves_only_once_it_is_free(
-    replicas: Open,
+    replicas: Open, pg_url: str
 ) -> None:
     a = await replicas(replica_id="a")
     assert (await a.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 5}
@@ -399,8 +438,7 @@ async def test_a_models_limit_is_shared_and_a_share_moves_only_once_it_is_free(
     assert (await a.capacity_shares({"m": 5}, {"m": 3})).slots == {"m": 3}
     assert (await b.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 2}
     # a dies: once its lease has expired, b may use the whole limit.
-    stop_heartbeat(a)
-    await anyio.sleep(LEASE_S + 0.2)
+    await die(a, pg_url)
     assert (await b.capacity_shares({"m": 5}, {"m": 2})).slots == {"m": 5}
 
 
@@ -493,13 +531,37 @@ async def test_a_rate_goes_whole_to_the_replica_left_and_figures_are_summed(
     assert alone.rates == {"@tpm:m": pytest.approx(10_000.0)}
 
 
+async def _cancel_once_blocked(pg_url: str, store: PostgresStore, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once the database shows one of ``store``'s connections waiting
+    for a lock."""
+    watcher = await asyncpg.connect(pg_url)
+    try:
+
+        async def blocked() -> bool:
+            waiting = await watcher.fetchval(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                f"evald {store.replica_id}",
+            )
+            return bool(waiting)
+
+        await wait_for(blocked, timeout_s=BOUND_S)
+    finally:
+        await watcher.close()
+    scope.cancel()
+
+
 async def _cancelled_while_blocked(
-    pg_url: str, block: list[tuple[str, tuple[object, ...]]], call: Callable[[], Awaitable[object]]
+    pg_url: str,
+    store: PostgresStore,
+    block: list[tuple[str, tuple[object, ...]]],
+    call: Callable[[], Awaitable[object]],
 ) -> None:
     """Run ``call`` while another connection holds what it needs (``block``'s statements,
-    in one open transaction), cancel it there, and check that it ended with the cancel:
-    no task left running, nothing reported to the loop (an error nobody retrieved, a
-    connection released in the middle of a transaction)."""
+    in one open transaction), cancel it once it waits there, and check that it ended with
+    the cancel: every task it left behind ends by itself, and nothing is reported to the
+    loop (an error nobody retrieved, a connection released in the middle of a
+    transaction)."""
     loop_errors: list[dict[str, object]] = []
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, context: loop_errors.append(context))
@@ -509,12 +571,18 @@ async def _cancelled_while_blocked(
         for sql, args in block:
             await blocker.execute(sql, *args)
         before = asyncio.all_tasks()
-        with anyio.move_on_after(0.3) as scope:
-            await call()
+        scope = anyio.CancelScope()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_once_blocked, pg_url, store, scope)
+            with scope:
+                await call()
         assert scope.cancelled_caught, "the call should have waited for the blocker"
-        await anyio.sleep(0.2)
+        # Waited for without taking their results: an error in one stays unretrieved,
+        # and is reported to the loop when the task is collected.
         left = [t for t in asyncio.all_tasks() - before if not t.done()]
-        assert not left, f"tasks left running after the cancel: {left}"
+        if left:
+            _, running = await asyncio.wait(left, timeout=BOUND_S)
+            assert not running, f"tasks left running after the cancel: {running}"
     finally:
         await blocker.close()
         gc.collect()  # a task nobody awaited reports its error when collected
@@ -530,7 +598,9 @@ async def test_a_balancing_cancelled_mid_query_ends_with_the_cancel(
     ("Task exception was never retrieved"), and the next balancing works."""
     store = await replicas()
     lock = [("SELECT pg_advisory_xact_lock($1)", (_CAPACITY_LOCK,))]
-    await _cancelled_while_blocked(pg_url, lock, lambda: store.capacity_shares({"m": 5}, {"m": 0}))
+    await _cancelled_while_blocked(
+        pg_url, store, lock, lambda: store.capacity_shares({"m": 5}, {"m": 0})
+    )
     assert (await store.capacity_shares({"m": 5}, {"m": 0})).slots == {"m": 5}
 
 
@@ -540,5 +610,5 @@ async def test_a_heartbeat_cancelled_mid_query_ends_with_the_cancel(
     """The store closing while its heartbeat waits on its replica's row."""
     store = await replicas()
     row = [("SELECT 1 FROM replicas WHERE replica_id = $1 FOR UPDATE", (store.replica_id,))]
-    await _cancelled_while_blocked(pg_url, row, store.maintain_once)
+    await _cancelled_while_blocked(pg_url, store, row, store.maintain_once)
     assert await store.maintain_once() == 0

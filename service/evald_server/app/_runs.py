@@ -18,6 +18,7 @@ from evald_server.app._types import Page, Run, Sample
 from evald_server.config import ModelConfig, ServerConfig
 from evald_server.datasets import ChatPrompt
 from evald_server.domain import (
+    RETRYABLE_STATES,
     AlreadyExists,
     ChoiceScoring,
     ErrorCategory,
@@ -45,9 +46,6 @@ from evald_server.engine import (
     task_prompt,
 )
 from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
-
-_RETRYABLE = (SubtaskState.FAILED_PERMANENT, SubtaskState.CANCELLED)
-
 
 _SAMPLE_BATCH = 16  # rows read per store call while filling a ListSamples page
 
@@ -301,10 +299,11 @@ class RunService:
         states: Sequence[SubtaskState] = (),
     ) -> tuple[Run, int]:
         """Re-queue a finished run's failed_permanent (or, when ``states`` says so,
-        cancelled) subtasks, filtered by task, error category and reason; how many."""
+        cancelled) subtasks, filtered by task, error category and reason; how many.
+        A cancelled run's failed samples may be retried alone (``RETRYABLE_STATES``)."""
         run = await self._owned(tenant, run_id)
         wanted = tuple(dict.fromkeys(states)) or (SubtaskState.FAILED_PERMANENT,)
-        not_retryable = [s for s in wanted if s not in _RETRYABLE]
+        not_retryable = [s for s in wanted if s not in RETRYABLE_STATES]
         if not_retryable:
             raise field_error(
                 "states",
@@ -316,13 +315,6 @@ class RunService:
             raise FailedPrecondition(
                 ErrorReason.RUN_NOT_RETRYABLE,
                 f"run {run_id} is {run.state.value}; only a finished run can be retried",
-                metadata={"runId": run_id, "state": run.state.value},
-            )
-        if run.cancel_requested and SubtaskState.CANCELLED not in wanted:
-            raise FailedPrecondition(
-                ErrorReason.RUN_NOT_RETRYABLE,
-                f"run {run_id} was cancelled; to resume it, retry its cancelled samples "
-                "(states: cancelled)",
                 metadata={"runId": run_id, "state": run.state.value},
             )
         known = {t.task_id for t in await self._store.get_tasks(run_id)}
@@ -342,10 +334,13 @@ class RunService:
             states=wanted,
         )
         if report.changed == 0:
+            resume = ""
+            if run.cancel_requested and SubtaskState.CANCELLED not in wanted:
+                resume = "; to resume its cancelled samples, retry them (states: cancelled)"
             raise FailedPrecondition(
                 ErrorReason.RUN_NOT_RETRYABLE,
                 f"run {run_id} has no {' or '.join(s.value for s in wanted)} subtasks "
-                "matching the request",
+                f"matching the request{resume}",
                 metadata={"runId": run_id},
             )
         return await self.get(tenant, run_id), report.changed

@@ -35,6 +35,7 @@ from evald_server.domain._events import RunStateChanged, SampleFailure
 from evald_server.domain._lifecycle import (
     OUTCOME_TARGET,
     RESULT_STATUS,
+    RETRYABLE_STATES,
     SUBTASK_TRANSITIONS,
     Counters,
     EventKind,
@@ -56,6 +57,7 @@ __all__ = [
     "OUTCOME_TARGET",
     "PICO",
     "RESULT_STATUS",
+    "RETRYABLE_STATES",
     "SUBTASK_TRANSITIONS",
     "AlreadyExists",
     "ChatMessage",

@@ -90,6 +90,14 @@ def can_move(source: SubtaskState, target: SubtaskState) -> bool:
     return target in SUBTASK_TRANSITIONS[source]
 
 
+RETRYABLE_STATES: tuple[SubtaskState, ...] = (_S.FAILED_PERMANENT, _S.CANCELLED)
+"""The states RetryRun re-queues (each with a fresh retry budget), as a finished run's
+client picks them: failed_permanent by default. A retry lifts the run's cancel, since
+what it re-queues must run; of a cancelled run, the subtasks not picked stay cancelled,
+and the run ends in the state its tasks give (``derive_run_state``: partial while some
+cancelled samples remain beside succeeded ones)."""
+
+
 OUTCOME_TARGET: Mapping[OutcomeKind, SubtaskState] = {
     OutcomeKind.SUCCEEDED: _S.SUCCEEDED,
     OutcomeKind.RETRY: _S.FAILED,

@@ -219,7 +219,9 @@ async def retry_failed(
     origin: str,
 ) -> TransitionReport:
     """Re-queue the run's subtasks in ``states`` (optionally of some tasks, or whose last
-    error has one of some categories or reasons) with a fresh retry budget."""
+    error has one of some categories or reasons) with a fresh retry budget; their tasks
+    will be scored again. The retry lifts the run's cancel (``RETRYABLE_STATES``): what
+    it re-queues must run, and a cancelled subtask it does not re-queue stays cancelled."""
     async with conn.transaction():
         runs = await lock_runs(conn, [run_id])
         if run_id not in runs:

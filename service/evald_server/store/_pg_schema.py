@@ -1,8 +1,10 @@
 """The PostgreSQL schema as numbered migrations, applied in order (like ``_schema.py``).
 
 A migration is never edited once released: a change is a new entry at the end. Each one
-runs in its own transaction with the ``schema_version`` bump, under an advisory lock, so
-replicas starting together migrate once. A database written by a newer evald is refused.
+runs in its own transaction with the ``schema_version`` bump, under an advisory lock, and
+reads the version the lock's holder left behind (through a query, never the session's
+catalog cache), so replicas starting together migrate once. A database written by a
+newer evald is refused.
 
 The hot tables (subtasks, tasks, runs) get aggressive autovacuum settings: every claim
 and outcome rewrites a row, and the dead index entries they leave behind make the claim's
@@ -212,10 +214,20 @@ LATEST_VERSION = len(MIGRATIONS)
 
 _MIGRATION_LOCK = 0x65766164  # "evad": one advisory lock id for every replica's migration
 
+_VERSION_TABLE_EXISTS = (
+    "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relname = 'schema_version' AND n.nspname = current_schema())"
+)
+
 
 async def schema_version(conn: asyncpg.Connection) -> int:
     """The schema version of ``conn``'s database (0 for an empty one)."""
-    exists = await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+    # A query on pg_class, not to_regclass(): to_regclass answers from this session's
+    # catalog cache, which keeps "no such table" from before another replica's migration
+    # committed (taking an advisory lock does not refresh it), so the replica that waited
+    # for the lock would create the table again. A query sees every commit before it.
+    exists = await conn.fetchval(_VERSION_TABLE_EXISTS)
     if not exists:
         return 0
     version = await conn.fetchval("SELECT version FROM schema_version")

@@ -111,7 +111,8 @@ def retry_failed(
     """Re-queue the run's subtasks in ``states`` (``failed_permanent`` and/or
     ``cancelled``), optionally only of some tasks or whose last error has one of some
     categories or reasons, with a fresh retry budget; their tasks will be scored again.
-    Re-queuing cancelled subtasks lifts the run's cancel."""
+    The retry lifts the run's cancel (``RETRYABLE_STATES``): what it re-queues must run,
+    and a cancelled subtask it does not re-queue stays cancelled."""
     with transaction(conn):
         sql = (
             "SELECT row_id, task_id, model_id, state FROM subtasks "
