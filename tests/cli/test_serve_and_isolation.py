@@ -1,5 +1,5 @@
-"""``evald serve`` reports config errors in one line; client commands never load the
-server package."""
+"""``evald serve`` reports what keeps it from starting in one line, with the server
+entry's exit status (2: cannot start); client commands never load the server package."""
 
 import socket
 import subprocess
@@ -14,9 +14,9 @@ from evald_cli.main import main
 def test_serve_with_a_missing_config_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["serve", "--config", str(tmp_path / "none.toml")]) == 1
+    assert main(["serve", "--config", str(tmp_path / "none.toml")]) == 2
     err = capsys.readouterr().err
-    assert err == f"evald: error: config: {tmp_path / 'none.toml'}: no such file\n"
+    assert err == f"evald: invalid config: {tmp_path / 'none.toml'}: no such file\n"
 
 
 def test_serve_with_an_invalid_key_names_it(
@@ -24,9 +24,9 @@ def test_serve_with_an_invalid_key_names_it(
 ) -> None:
     path = tmp_path / "evald.toml"
     path.write_text('[[models]]\nid = "m"\nprovider = "simulated"\nmax_concurrency = 0\n')
-    assert main(["serve", "--config", str(path)]) == 1
+    assert main(["serve", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("evald: error: config: models[0].max_concurrency:")
+    assert err.startswith("evald: invalid config: models[0].max_concurrency:")
     assert err.count("\n") == 1
 
 
@@ -55,6 +55,6 @@ def test_serve_on_a_taken_port_is_one_line(
             f'[server]\nlisten = "127.0.0.1:{port}"\n'
             f'[store]\nurl = "sqlite:///{(tmp_path / "db.sqlite3").as_posix()}"\n'
         )
-        assert main(["serve", "--config", str(path)]) == 1
+        assert main(["serve", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"evald: error: config: server.listen: cannot bind 127.0.0.1:{port}\n"
+    assert err == f"evald: invalid config: server.listen: cannot bind 127.0.0.1:{port}\n"

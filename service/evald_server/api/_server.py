@@ -22,9 +22,11 @@ stops (the store refuses writes that would be lost). A database that cannot be r
 (PostgreSQL) turns health NOT_SERVING until it can be again.
 """
 
+import functools
 import logging
 import signal
 import ssl
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -245,8 +247,31 @@ async def _signals_while_draining(signals: AsyncIterator[int], hurry: Callable[[
             log.warning("received SIGTERM during the drain: the drain goes on")
 
 
-def main_serve(config_path: Path, *, on_ready: Callable[[str], None] | None = None) -> int:
-    """``evald serve``: load the config (``ConfigError`` names a bad key), serve, return 0."""
-    config = load_config(config_path)
-    anyio.run(lambda: serve(config, on_ready=on_ready))
+def run_server(config_path: Path, *, log_level: str = "INFO") -> int:
+    """The server process's one entry (``evald serve`` and ``python -m evald_server.api``):
+    logs to stderr, the ready line first on stdout, one line on stderr for whatever keeps
+    it from starting. Exit status: 0 after a drain; 2 when it cannot start (an invalid
+    config, a listen address taken, a store in use by another server or unusable); 1
+    when it stopped because its store was lost while it served."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+    def announce(address: str) -> None:
+        print(f"{READY_PREFIX}{address}", flush=True)
+
+    try:
+        config = load_config(config_path)
+        anyio.run(functools.partial(serve, config, on_ready=announce), backend="asyncio")
+    except ConfigError as error:
+        print(f"evald: invalid config: {error}", file=sys.stderr)
+        return 2
+    except StoreLost as error:
+        print(f"evald: stopped: {error}", file=sys.stderr)
+        return 1
+    except StoreError as error:
+        print(f"evald: cannot open the store: {error}", file=sys.stderr)
+        return 2
     return 0
