@@ -1,6 +1,7 @@
 """Server configuration: valid files load, invalid ones name the offending key."""
 
 import inspect
+import typing
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,11 @@ from evald_server.config import (
     ConfigError,
     EngineSection,
     GenerationParams,
+    ModelConfig,
     load_config,
 )
 from evald_server.engine import Engine
+from evald_server.providers import PROVIDER_BUILDERS, build_provider
 from evald_server.scoring import ScoringPool
 from evald_server.store import STORE_OPENERS
 
@@ -142,3 +145,14 @@ def test_engine_tuning_loads_and_its_defaults_are_the_engines_own(tmp_path: Path
         defaults.scoring_workers is inspect.signature(ScoringPool).parameters["max_workers"].default
     )
     assert defaults.max_upload_bytes == 512 * 1024 * 1024
+
+
+def test_every_provider_kind_of_the_config_has_an_adapter() -> None:
+    kinds = typing.get_args(ModelConfig.model_fields["provider"].annotation)
+    assert set(kinds) == set(PROVIDER_BUILDERS)
+
+
+def test_a_provider_kind_without_an_adapter_is_a_config_error() -> None:
+    model = ModelConfig.model_construct(id="m", provider="anthropic", max_concurrency=4)
+    with pytest.raises(ConfigError, match=r"models\[m\]\.provider: no adapter for provider"):
+        build_provider(model)

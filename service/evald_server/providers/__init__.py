@@ -13,9 +13,10 @@ the scoring workers import this package for ``ChatMessage`` through the prompts 
 never make a call.
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from evald_server.config import ModelConfig
+from evald_server.config import ConfigError, ModelConfig
 from evald_server.providers._base import (
     Completion,
     Provider,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from evald_server.providers._openai import OpenAIProvider
 
 __all__ = [
+    "PROVIDER_BUILDERS",
     "Completion",
     "OpenAIProvider",
     "Provider",
@@ -63,14 +65,35 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _openai(model: ModelConfig, pool_size: int) -> Provider:
+    from evald_server.providers._openai import OpenAIProvider
+
+    return OpenAIProvider(model, pool_size=pool_size)
+
+
+def _simulated(model: ModelConfig, pool_size: int) -> Provider:
+    return SimulatedProvider(model)
+
+
+# Every provider kind a model may name (``[[models]] provider``), and how it is built; a
+# test keeps these keys equal to the config's choices, so a kind added to the config
+# without an adapter here fails there rather than running something else.
+PROVIDER_BUILDERS: dict[str, Callable[[ModelConfig, int], Provider]] = {
+    "openai": _openai,
+    "simulated": _simulated,
+}
+
+
 def build_provider(model: ModelConfig, *, pool_size: int | None = None) -> Provider:
     """The provider for ``model``; ``pool_size`` (connections) defaults to its max_concurrency.
 
-    Raises ``ConfigError`` when the model's ``api_key_env`` names an unset variable.
+    Raises ``ConfigError`` when the model's ``api_key_env`` names an unset variable, or
+    its provider kind has no adapter.
     """
-    if model.provider == "openai":
-        from evald_server.providers._openai import OpenAIProvider
-
-        size = model.max_concurrency if pool_size is None else pool_size
-        return OpenAIProvider(model, pool_size=size)
-    return SimulatedProvider(model)
+    builder = PROVIDER_BUILDERS.get(model.provider)
+    if builder is None:
+        raise ConfigError(
+            f"models[{model.id}].provider: no adapter for provider {model.provider!r} "
+            f"(known: {', '.join(sorted(PROVIDER_BUILDERS))})"
+        )
+    return builder(model, model.max_concurrency if pool_size is None else pool_size)
