@@ -5,7 +5,8 @@ and run limits below and above each other, repeats, several concurrent runs, can
 mid-run, transient faults with durable retries, RetryRun of permanent failures, of
 cancelled runs too), each seed bounded in time. A monitor samples every lane while the
 shape runs and fails the seed when a lane has work it could start and no call in flight
-for longer than a stall bound. ``make test`` runs a bounded number of seeds; the ``slow`` variant runs more.
+for longer than a stall bound. ``make test`` runs a bounded number of seeds; the ``slow``
+variant runs more.
 """
 
 import random

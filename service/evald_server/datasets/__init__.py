@@ -30,7 +30,6 @@ from evald_server.datasets._prompts import (
 from evald_server.datasets._references import (
     expected_text,
     gold_entities,
-    shot_answer,
     simulator_reference,
 )
 from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
@@ -73,7 +72,6 @@ __all__ = [
     "prompt_text",
     "reference_number",
     "render_prompt",
-    "shot_answer",
     "shot_positions",
     "shots_needed",
     "simulator_reference",

@@ -1,7 +1,7 @@
 """The evaluation engine: dispatch under three limits, retries, cancel, resume, scoring
 as each task finishes, and per-run event streams. Imports no grpc."""
 
-from evald_server.engine._cost import Pricing, RunBudget, call_cost
+from evald_server.engine._cost import RunBudget
 from evald_server.engine._dataset_options import DatasetOptions
 from evald_server.engine._engine import Engine
 from evald_server.engine._events import EventHub, RunEvent
@@ -28,8 +28,8 @@ from evald_server.engine._prompting import (
     shot_source,
     task_prompt,
 )
-from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
-from evald_server.engine._response_cache import CacheSettings, cache_settings
+from evald_server.engine._rate_control import RateSettings, RateStats
+from evald_server.engine._response_cache import cache_settings
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
@@ -52,7 +52,6 @@ __all__ = [
     "SERVER_LIMIT",
     "AnswerJudgement",
     "BenchmarkRef",
-    "CacheSettings",
     "DatasetOptions",
     "DatasetRef",
     "Engine",
@@ -65,9 +64,7 @@ __all__ = [
     "Limiter",
     "ModelActivity",
     "ModelIdentity",
-    "Pricing",
     "Provenance",
-    "RateControl",
     "RateSettings",
     "RateStats",
     "RetryPolicy",
@@ -80,7 +77,6 @@ __all__ = [
     "TaskEvaluation",
     "TaskProgress",
     "cache_settings",
-    "call_cost",
     "check_limit",
     "effective_options",
     "generation_params",

@@ -172,9 +172,6 @@ class Dispatcher:
             for scope in scopes:
                 scope.cancel()
 
-    def inflight(self) -> int:
-        return sum(len(s) for s in self._inflight.values())
-
     def lane_states(self) -> list[LaneState]:
         return [lane.state(self._limiter) for lane in self.lanes.values()]
 
