@@ -11,7 +11,7 @@ Rules, in order (the first that finds code wins; the rule's name is kept):
    unclosed last fence (the model ran out of tokens) runs to the end. Of the Python
    fences, the **last one that defines the entry point** (``def name(``) wins — models
    put usage examples after the solution, and corrected versions after a first try;
-   if none defines it, the longest one.
+   if none defines it, the longest one. Fences none of which holds Python: no program.
 2. ``definition``: no fence, and a line at column 0 defines the entry point: the code
    from the first line at column 0 that starts code (``def``, ``class``, ``import``,
    ``from``, ``@``) to the end, less trailing prose (lines are dropped from the end,
@@ -70,7 +70,10 @@ def extract_code(answer: str, problem: CodeProblem) -> ExtractedCode | None:
     text = _THINK.sub("", answer.replace("\r\n", "\n"))[:MAX_ANSWER_CHARS]
     name = re.escape(problem.entry_point)
     defines = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{name}\b", re.MULTILINE)
-    fences = [body for tag, body in _fences(text) if tag.lower() in PYTHON_TAGS]
+    blocks = _fences(text)
+    fences = [body for tag, body in blocks if tag.lower() in PYTHON_TAGS]
+    if blocks and not fences:
+        return None  # fenced code, none of it Python
     if fences:
         with_entry = [body for body in fences if defines.search(body)]
         chosen = with_entry[-1] if with_entry else max(fences, key=len)

@@ -50,6 +50,7 @@ ERROR = "error"  # any other exception
 RESOURCE = "resource"  # an exception that says a limit was hit; see ``resource``
 EXIT_BAD_JOB = 70  # the job on stdin could not be read: the host's fault, not the program's
 MAX_JOB_BYTES = 64 << 20
+PROGRAM_MODULE = "__program__"  # the program's module name (its __name__)
 WAKE_S = 0.05  # the main thread's longest wait before it runs pending signal handlers
 _DENIED_EVENTS = frozenset(
     {
@@ -244,7 +245,13 @@ def _run(put: Callable[[Any], None], program: str, tests: list[str], tools: _Too
     assertion_error = AssertionError
     passed_status, failed_status, error_status, resource_status = PASSED, FAILED, ERROR, RESOURCE
     count = len(tests)
-    namespace = {"__name__": "__program__", "__builtins__": copy_dict(builtins_)}
+    # A module of its own, as a script's __main__ is (dataclasses and pickle look a
+    # class's module up in sys.modules), but not named __main__: an answer's
+    # `if __name__ == "__main__":` block is not run.
+    program_module = type(tools.sys_module)(PROGRAM_MODULE)
+    tools.sys_module.modules[PROGRAM_MODULE] = program_module
+    namespace = program_module.__dict__
+    namespace["__builtins__"] = copy_dict(builtins_)
     try:
         try:
             exec_(compile_(program, "<program>", "exec"), namespace)

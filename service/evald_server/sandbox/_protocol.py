@@ -27,6 +27,8 @@ _NONCE_BYTES = 32
 class TestStatus(StrEnum):
     """How one test (or the program itself, before its tests) ended."""
 
+    __test__ = False  # not a pytest test class
+
     PASSED = "passed"
     FAILED = "failed"  # an AssertionError
     ERROR = "error"  # any other exception
@@ -67,6 +69,8 @@ class TestJob:
     A test is Python source run after the program in the program's globals (an
     ``assert`` line, or a ``check`` function and its call); each has its own outcome.
     """
+
+    __test__ = False  # not a pytest test class
 
     program: str
     tests: tuple[str, ...] = ()

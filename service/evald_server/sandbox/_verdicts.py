@@ -49,6 +49,8 @@ class Verdict(StrEnum):
 class TestOutcome:
     """One test's outcome (``index`` in the job's order)."""
 
+    __test__ = False  # not a pytest test class
+
     index: int
     status: TestStatus
     resource: Resource = Resource.NONE
