@@ -318,6 +318,7 @@ WRONG = "def solve(x):\n    return x + 1\n"  # the tests want x + 2
         ("raise SystemExit(0)", Verdict.ERROR),
         ("import builtins\nbuiltins.AssertionError = type('A', (Exception,), {})", Verdict.FAILED),
         ("import builtins\nbuiltins.abs = lambda x: 0", Verdict.FAILED),
+        ("__builtins__['abs'] = lambda x: 0", Verdict.FAILED),
         ("import __main__\n__main__.PASSED, __main__.FAILED = 'failed', 'passed'", Verdict.FAILED),
         ("import __main__\n__main__._describe = None\n__main__._classify = None", Verdict.FAILED),
         ("import __main__\n__main__.BaseException = KeyError", Verdict.FAILED),
@@ -330,6 +331,8 @@ async def test_tricks_in_the_program_do_not_pass_a_wrong_solution(
     tests = ("assert solve(1) == 3", "assert abs(solve(1) - 3) < 1e-9")
     result = await _run(f"{WRONG}{trick}\n", *tests)
     assert result.verdict is verdict, (result.reason, result.detail)
+    # not one test passes, the one that calls abs() included
+    assert all(t.status is not TestStatus.PASSED for t in result.tests), result.tests
 
 
 async def test_exiting_from_inside_the_tests_is_not_a_pass() -> None:
