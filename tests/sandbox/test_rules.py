@@ -241,3 +241,51 @@ def test_the_seccomp_filter_checks_the_architecture_first_and_ends_allow_then_de
     assert instructions[1][2] + 2 == len(instructions) - 1  # a foreign ABI: deny
     with pytest.raises(UnsupportedArchitecture):
         seccomp_filter("sparc64")
+
+
+def test_public_surfaces() -> None:
+    from evald_server import code_tasks, sandbox
+
+    assert sorted(sandbox.__all__) == [
+        "DENIED_SYSCALLS",
+        "MAX_PROGRAM_BYTES",
+        "MAX_TESTS",
+        "MAX_TESTS_BYTES",
+        "MAX_TEST_BYTES",
+        "SLOTS_LIMIT",
+        "CapturedOutput",
+        "JobTooLarge",
+        "Resource",
+        "Sandbox",
+        "SandboxCheck",
+        "SandboxError",
+        "SandboxResult",
+        "SandboxSettings",
+        "SandboxSlots",
+        "SandboxUnavailable",
+        "SlotStats",
+        "TestJob",
+        "TestOutcome",
+        "TestStatus",
+        "Verdict",
+        "check_sandbox",
+        "missing_prerequisites",
+        "no_program_result",
+    ]
+    assert sorted(code_tasks.__all__) == [
+        "MAX_ANSWER_CHARS",
+        "MAX_ENTRY_POINT_CHARS",
+        "MAX_SOURCE_CHARS",
+        "MAX_TEXT_CHARS",
+        "PYTHON_TAGS",
+        "CodeProblem",
+        "CodeRecord",
+        "ExtractedCode",
+        "ExtractionRule",
+        "ProblemStyle",
+        "code_problem",
+        "evaluate_answer",
+        "extract_code",
+        "program_of",
+        "test_job",
+    ]
