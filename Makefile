@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
 
-.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean chromium test-real-model
+.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean chromium bubblewrap test-real-model
 
 all: test
 
@@ -58,6 +58,12 @@ pytest: venv
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+## bubblewrap: the code sandbox's isolation tool (CI runs this; without it the sandbox's
+## tests are skipped outside CI and code tasks are refused).
+bubblewrap:
+	@command -v bwrap >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
 
 fmt: venv
 	$(BIN)/ruff format .

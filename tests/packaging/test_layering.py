@@ -8,8 +8,9 @@ another package, and only the API adapter speaks gRPC or ``evald.v1``. Each pack
     metrics                   the Prometheus endpoint, over the application
     app                       the use cases: runs, datasets, comparisons
     engine | comparison       dispatch, retries, scoring of tasks | paired statistics
-    store | providers | scoring   persistence | model calls | metrics of samples
-    datasets                  record schemas, parsing, prompts
+    store | providers | scoring | code_tasks   persistence | model calls | metrics of
+                              samples | code records, programs from answers, verdicts
+    datasets | sandbox        record schemas, parsing, prompts | running code isolated
     domain | config           shared vocabulary and rules | the server's configuration
 """
 
@@ -27,8 +28,8 @@ _CLIENTS = _ROOT / "clients"
 
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"domain", "config"}),
-    frozenset({"datasets"}),
-    frozenset({"store", "providers", "scoring"}),
+    frozenset({"datasets", "sandbox"}),
+    frozenset({"store", "providers", "scoring", "code_tasks"}),
     frozenset({"engine", "comparison"}),
     frozenset({"app"}),
     frozenset({"metrics"}),

@@ -9,7 +9,8 @@ the worker one page at a time), and the report's per-sample scores come back as
 ``SampleScores`` (columns, read row by row). The scoring rules of each task type are documented
 in its module (``_classification``, ``_labels``, ``_qa``, ``_normalize``, ``_ner``,
 ``_entities``, ``_summarization``, ``_generation``, ``_multiple_choice``, ``_choices``)
-and the intervals in ``_intervals``.
+and the intervals in ``_intervals``; the reducers over repeats (pass@k, pass^k,
+majority, mean) in ``_reducers``.
 """
 
 from evald_server.scoring._common import BaseScorer, Evaluation
@@ -43,6 +44,15 @@ from evald_server.scoring._payloads import (
     WorstExample,
 )
 from evald_server.scoring._pool import ScoringPool
+from evald_server.scoring._reducers import (
+    RecordSamples,
+    ReducedMetric,
+    Reducer,
+    majority_correct,
+    pass_at_k,
+    pass_hat_k,
+    reduce_records,
+)
 from evald_server.scoring._registry import Scorer, score_task, scorer_dependencies, scorer_for
 from evald_server.scoring._sample_scores import SampleScores
 from evald_server.scoring._scored_pages import ScoredPage
@@ -77,6 +87,9 @@ __all__ = [
     "PageDecoder",
     "Payload",
     "QaPayload",
+    "RecordSamples",
+    "ReducedMetric",
+    "Reducer",
     "RepeatStats",
     "RougeScore",
     "SampleScore",
@@ -92,8 +105,12 @@ __all__ = [
     "SummarizationPayload",
     "WorstExample",
     "bootstrap_distribution",
+    "majority_correct",
+    "pass_at_k",
+    "pass_hat_k",
     "percentile_interval",
     "read_samples",
+    "reduce_records",
     "score_task",
     "scorer_dependencies",
     "scorer_for",
