@@ -13,6 +13,10 @@ import pytest
 from evald_server.sandbox import Sandbox, SandboxSettings, missing_prerequisites
 
 MiB = 1 << 20
+# Each slot runs under its own host uid, and a test checks that no process of those uids
+# is left: parallel test workers (pytest-xdist's gw0, gw1 …) each take their own range,
+# as two servers on one host must.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 # Small limits keep the hostile corpus short. The wall-clock deadline is generous for
 # programs that end by themselves (the machine may be busy); tests of the deadline
 # itself use ``SHORT_WALL_S``.
@@ -28,6 +32,7 @@ SETTINGS = SandboxSettings(
     tmpfs_bytes=4 * MiB,
     output_bytes=4096,
     traceback_lines=8,
+    uid_base=SandboxSettings().uid_base + 1000 * _WORKER,
 )
 SHORT_WALL_S = 4.0
 
