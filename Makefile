@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
 
-.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean chromium bubblewrap test-real-model
+.PHONY: all venv test lint typecheck contract proto pytest demo bench fmt clean chromium bubblewrap test-real-model docs
 
 all: test
 
@@ -19,8 +19,16 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-## test: everything CI checks — contract gate, lint, types, the test suite.
-test: venv contract lint typecheck pytest
+## test: everything CI checks — contract gate, lint, types, the docs, the test suite.
+test: venv contract lint typecheck docs pytest
+
+## docs: the documentation site (docs/, MyST Markdown) into build/docs/; strict: any
+## warning (a broken link or anchor, a page in no toctree) fails the build. Built anew
+## each time: an incremental build would not re-check the links of a page that did not
+## change into a heading that did, and would keep the HTML of a page that is gone.
+docs: venv
+	rm -rf build/docs
+	$(BIN)/sphinx-build -W --keep-going -n -q -b html docs build/docs
 
 ## test-real-model: the whole service against SmolLM2-135M-Instruct behind llama-cpp-python's
 ## server on loopback (its own venv, REAL_VENV; figures in out/real_model.json).

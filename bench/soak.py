@@ -1,6 +1,6 @@
 """The soak: evald under combinations for a long while, checked as it goes.
 
-    python -m bench.soak                   # 25 minutes (the figure in the README)
+    python -m bench.soak                   # 25 minutes (the figure in bench/README.md)
     python -m bench.soak --minutes 2       # a short look
 
 Three processes: the fake provider (latency ~20 ms log-normal, 8 % transient 503s, 3 %

@@ -34,7 +34,7 @@ from evald_client import (
 )
 
 # How a watched run ended, as the exit status of `evald submit --watch` / `evald watch`
-# (README, "The CLI"): a CI step fails unless the run succeeded.
+# (docs/cli.md, "Exit status"): a CI step fails unless the run succeeded.
 EXIT_PARTIAL = 3
 EXIT_FAILED = 4
 EXIT_CANCELLED = 5

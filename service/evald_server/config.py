@@ -2,6 +2,10 @@
 
 ``load_config(path)`` raises ``ConfigError`` with a message that names the offending
 key (``models[1].max_concurrency: Input should be greater than or equal to 1``).
+
+docs/configuration.md has a table per section with every key, its default and its
+meaning; ``tests/test_config_doc.py`` walks these models and fails on a key the page
+does not document, a documented key that does not exist, or a default that differs.
 """
 
 import ipaddress
@@ -53,8 +57,8 @@ class SimulatorSettings(_Section):
 
 
 class AdaptiveConcurrency(_Section):
-    """AIMD on the model's concurrency (README, "Rate limits and cost"); ``max`` is the
-    model's ``max_concurrency``."""
+    """AIMD on the model's concurrency (docs/rate-limits-and-cost.md, "Adaptive
+    concurrency"); ``max`` is the model's ``max_concurrency``."""
 
     enabled: bool = False
     min: Annotated[int, Field(ge=1, le=10_000)] = 1
@@ -68,7 +72,8 @@ class AdaptiveConcurrency(_Section):
 
 
 class Price(_Section):
-    """A model's price in USD per million tokens (README, "Rate limits and cost")."""
+    """A model's price in USD per million tokens (docs/rate-limits-and-cost.md, "Cost
+    and run budgets")."""
 
     input_per_million: Annotated[float, Field(ge=0.0, le=1_000_000.0)]
     output_per_million: Annotated[float, Field(ge=0.0, le=1_000_000.0)]
@@ -87,12 +92,12 @@ class ModelConfig(_Section):
     max_concurrency: Annotated[int, Field(ge=1, le=10_000)] = 16
     timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
     stream: bool = False
-    # Bounds on what the provider may send back (see README, "Provider limits").
+    # Bounds on what the provider may send back (docs/configuration.md, ``[[models]]``).
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
     max_answer_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1024 * 1024
     params: GenerationParams = GenerationParams()
     simulator: SimulatorSettings = SimulatorSettings()
-    # Rate control, shared by every run on the model (README, "Rate limits and cost").
+    # Rate control, shared by every run on the model (docs/rate-limits-and-cost.md).
     adaptive_concurrency: AdaptiveConcurrency = AdaptiveConcurrency()
     requests_per_minute: Annotated[float, Field(gt=0.0)] | None = None
     tokens_per_minute: Annotated[float, Field(gt=0.0)] | None = None
@@ -163,8 +168,8 @@ STORE_SCHEMES: tuple[str, ...] = ("sqlite", "postgresql", "postgres")
 
 class StoreSection(_Section):
     """Where the state lives. ``sqlite:///file`` (one process), or ``postgresql://…``
-    shared by several replicas (README, "Running several replicas"); the settings below
-    apply to PostgreSQL only."""
+    shared by several replicas (docs/replicas.md); the settings below apply to
+    PostgreSQL only."""
 
     url: str = "sqlite:///evald.sqlite3"
     # Connections of this replica's pool (each replica has its own).

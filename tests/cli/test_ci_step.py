@@ -13,7 +13,7 @@ from tests._shared import run_cli
 from tests.harness import ServerProcess, config_data, write_config
 
 RECORDS = 12
-# The documented exit statuses (README, "The CLI"): pinned here, not imported.
+# The documented exit statuses (docs/cli.md, "Exit status"): pinned here, not imported.
 EXIT_PARTIAL, EXIT_FAILED, EXIT_CANCELLED = 3, 4, 5
 
 

@@ -1,4 +1,5 @@
-"""The order of work, as the README states it, against the fake provider on loopback:
+"""The order of work, as docs/execution.md ("Order of work") states it, against the fake
+provider on loopback:
 
 * within a run, one model works through the run's datasets in spec order; the next
   dataset's work is pulled once fewer than 2 × workers subtasks of the current one

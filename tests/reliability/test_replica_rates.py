@@ -130,9 +130,10 @@ async def test_a_run_budget_shared_by_two_replicas_ends_the_run_within_its_bound
     assert done.cancel_reason.startswith("budget reached: used "), done.cancel_reason
     assert budget.max_tokens is not None
     assert spent >= budget.max_tokens
-    # The bound (README): a balancing period of the other replica's calls (~20 a
-    # second, doubled for a loaded machine) and the calls in flight on both; without
-    # the shared totals each replica spends the budget on its own, twice it in all.
+    # The bound (docs/rate-limits-and-cost.md, "Across replicas"): a balancing period of
+    # the other replica's calls (~20 a second, doubled for a loaded machine) and the
+    # calls in flight on both; without the shared totals each replica spends the budget
+    # on its own, twice it in all.
     bound = 2 * 20 * BALANCE_EVERY_S + 4
     assert calls <= 120 + bound, (calls, bound)
     assert spent <= budget.max_tokens + bound * per_call

@@ -1,8 +1,10 @@
 """The one mapping from an error reason to its category, gRPC code and HTTP equivalent.
 
 gRPC codes are spelled as ``grpc.StatusCode`` member names so that this module stays
-free of grpc imports; the API layer resolves them. The README's error table and
-``contract_tests/test_error_mapping.py`` are checked against this table entry by entry.
+free of grpc imports; the API layer resolves them. The documented table of every
+reason is in docs/CONTRACT.md ("Errors", between its ``error-table`` markers);
+``contract_tests/test_error_mapping.py`` checks it against this table entry by entry
+(category, gRPC code, HTTP equivalent, retryability) and both against the proto enums.
 """
 
 from dataclasses import dataclass

@@ -219,7 +219,8 @@ class ListBound:
 
 
 # Every list a client sends is bounded here, so that a spec stays a few KB when stored
-# and hashed (README lists these). A new list field of RunSpec gets a row.
+# and hashed (docs/api.md, "Bounds on what a client sends", lists these). A new list
+# field of RunSpec gets a row here and there.
 LIST_BOUNDS: tuple[ListBound, ...] = (
     ListBound("models", 32, 128, lambda s: s.models),
     ListBound("datasets", MAX_DATASETS, None, lambda s: s.datasets),
