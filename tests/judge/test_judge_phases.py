@@ -5,20 +5,18 @@ answer phase only, and failed judge calls are listed where failed samples are.""
 
 from pathlib import Path
 
-import anyio
 import pytest
 
-from evald_client import AsyncEvaldClient, JudgeOptions, ResultStatus, SubtaskState
-from evald_server.fake_provider import FakeChatRequest, FakeConfig, FakeProvider, JournalEntry
+from evald_client import AsyncEvaldClient, JudgeOptions, ResultStatus
+from evald_server.fake_provider import FakeConfig, FakeProvider, JournalEntry
 from tests.harness import running_server
 from tests.judge._support import (
-    N,
     RUBRIC,
+    N,
     answer,
     judge_config,
     judged_run,
     pass_fail_judge,
-    record_of,
 )
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +35,7 @@ async def test_judging_overlaps_inference_under_a_run_limit_and_a_rate_budget(
     ):
         config = judge_config(tmp_path, answering, judging, cand=budget)
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
-            run, result, _ = await judged_run(
+            _, result, _ = await judged_run(
                 client, JudgeOptions(model_id="judge", rubric=RUBRIC), max_concurrency=2
             )
     assert result.status is ResultStatus.SUCCESS
@@ -65,3 +63,25 @@ def _peak_in_flight(entries: list[JournalEntry]) -> int:
         current += step
         peak = max(peak, current)
     return peak
+
+
+async def test_the_answers_profile_covers_the_answer_phase_only(tmp_path: Path) -> None:
+    # A slow judge, one call at a time: the judge phase runs on well after the answers.
+    async with (
+        FakeProvider(answer=answer) as answering,
+        FakeProvider(FakeConfig(latency_ms=20), answer=pass_fail_judge) as judging,
+    ):
+        config = judge_config(tmp_path, answering, judging, judge={"max_concurrency": 1})
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            _, result, _ = await judged_run(client, JudgeOptions(model_id="judge", rubric=RUBRIC))
+    answers, judge = result.execution, result.judge_execution
+    assert judge is not None
+    # Every judge call ends after the answer it grades was stored, the last one after
+    # the last answer: the answers' wall ends there, the judge's runs on.
+    assert 0.0 < answers.wall_time_s < judge.wall_time_s
+    # The answers' rates are over their own wall time.
+    assert answers.tokens_per_second == pytest.approx(
+        answers.completion_tokens / answers.wall_time_s
+    )
+    assert answers.completion_tokens > 0
+    assert 0.0 < answers.effective_concurrency <= 4.0  # the answering model's limit

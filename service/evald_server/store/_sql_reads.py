@@ -264,7 +264,7 @@ def profile_inputs(
         "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(MAX(requests - 1, 0)), 0), "
         "COALESCE(SUM(rate_limited), 0), COALESCE(SUM(prompt_tokens), 0), "
         "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0), "
-        "COALESCE(SUM(cache_hit), 0) "
+        "COALESCE(SUM(cache_hit), 0), MAX(updated_at) "
         "FROM subtasks WHERE task_id = ? AND phase = ?",
         (task_id, int(phase)),
     ).fetchone()
