@@ -235,7 +235,8 @@ def _sample_error(sample: Sample) -> Text:
 
 
 def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> Table:
-    """One row per sample; ``task_labels`` names each task as ``--task`` accepts it."""
+    """One row per sample (a judge call's record says so); ``task_labels`` names each
+    task as ``--task`` accepts it."""
     table = Table(title="samples")
     columns = ("task", "record", "state", "output", "stop", "expected", "scores", "error")
     for column in columns:
@@ -246,9 +247,12 @@ def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> 
         state = s.state.value
         if s.state is SubtaskState.SUCCEEDED and s.last_error is not None:
             state += " (retried)"
+        record = s.record_id if not s.repeat_index else f"{s.record_id}#{s.repeat_index}"
+        if s.judge_round is not None:  # a judge call grading that record's answer
+            record += f" (judge round {s.judge_round})"
         table.add_row(
             task_labels.get(s.task_id, s.task_id),
-            s.record_id if not s.repeat_index else f"{s.record_id}#{s.repeat_index}",
+            record,
             state,
             _clip(s.output, 40),
             "" if s.finish_reason is FinishReason.UNSPECIFIED else s.finish_reason.value,

@@ -5,10 +5,12 @@ answer phase only, and failed judge calls are listed where failed samples are.""
 
 from pathlib import Path
 
+import anyio
 import pytest
 
-from evald_client import AsyncEvaldClient, JudgeOptions, ResultStatus
-from evald_server.fake_provider import FakeConfig, FakeProvider, JournalEntry
+from evald_cli.main import main
+from evald_client import AsyncEvaldClient, JudgeOptions, ResultStatus, RunState, SubtaskState
+from evald_server.fake_provider import FakeChatRequest, FakeConfig, FakeProvider, JournalEntry
 from tests.harness import running_server
 from tests.judge._support import (
     RUBRIC,
@@ -17,6 +19,7 @@ from tests.judge._support import (
     judge_config,
     judged_run,
     pass_fail_judge,
+    record_of,
 )
 
 pytestmark = pytest.mark.anyio
@@ -85,3 +88,49 @@ async def test_the_answers_profile_covers_the_answer_phase_only(tmp_path: Path) 
     )
     assert answers.completion_tokens > 0
     assert 0.0 < answers.effective_concurrency <= 4.0  # the answering model's limit
+
+
+async def test_failed_judge_calls_are_listed_with_the_failed_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unparseable = 4  # the judge never gives record 4 a verdict line
+
+    def judge(chat: FakeChatRequest) -> str:
+        if record_of(chat) == unparseable:
+            return "I would rather not say."
+        return pass_fail_judge(chat)
+
+    report = tmp_path / "report.html"
+    async with (
+        FakeProvider(answer=answer) as answering,
+        FakeProvider(answer=judge) as judging,
+    ):
+        config = judge_config(tmp_path, answering, judging)
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            run, result, samples = await judged_run(
+                client, JudgeOptions(model_id="judge", rubric=RUBRIC, parse_retries=0)
+            )
+            listed = client.samples(run.run_id, state=SubtaskState.FAILED_PERMANENT)
+            failed = [s async for s in listed]
+
+            def cli(*argv: str) -> str:
+                assert main([*argv, "--server", address]) == 0
+                return capsys.readouterr().out
+
+            table = await anyio.to_thread.run_sync(cli, "samples", run.run_id, "--failed")
+            await anyio.to_thread.run_sync(cli, "report", run.run_id, "-o", str(report))
+    # Every answer succeeded: the judge call alone made the run partial.
+    assert run.state is RunState.PARTIAL
+    assert result.status is ResultStatus.PARTIAL_SUCCESS
+    assert {s.state for s in samples} == {SubtaskState.SUCCEEDED}
+    (call,) = failed
+    assert (call.record_id, call.model_id, call.judge_round) == (f"r{unparseable}", "judge", 0)
+    assert call.subtask_id.endswith(".j0")
+    assert call.state is SubtaskState.FAILED_PERMANENT
+    assert call.last_error is not None
+    assert call.last_error.reason == "JUDGE_VERDICT_UNPARSEABLE"
+    assert all(s.judge_round is None for s in samples), "unfiltered: the answers"
+    # The CLI's failed-sample table and the report's failures show it too.
+    assert f"r{unparseable} (judge round 0)" in table
+    assert "JUDGE_VERDICT_UNPARS" in table  # the error column, clipped to its width
+    assert "judge: JUDGE_VERDICT_UNPARSEABLE" in report.read_text(encoding="utf-8")

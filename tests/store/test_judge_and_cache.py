@@ -114,6 +114,13 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
     assert [r.phase for r in listed] == [SubtaskPhase.ANSWER] * 2
     judges = await store.run_subtasks(run.run_id, None, (), 0, 10, phase=SubtaskPhase.JUDGE)
     assert [r.verdict for r in judges] == [4.0, None]
+    # Both phases at once, in row order (here: the failed judge subtask alone).
+    failed = (SubtaskState.FAILED_PERMANENT,)
+    for task in (None, answers[0].task_id):
+        (both,) = await store.run_subtasks(run.run_id, task, failed, 0, 10, phase=None)
+        assert (both.phase, both.row_id) == (SubtaskPhase.JUDGE, judges[1].row_id)
+    everything = await store.run_subtasks(run.run_id, None, (), 0, 10, phase=None)
+    assert [r.phase for r in everything] == [SubtaskPhase.ANSWER] * 2 + [SubtaskPhase.JUDGE] * 2
     assert await store.task_outputs(task_id, 0, 10) != []
     assert {o.output for o in await store.task_outputs(task_id, 0, 10)} == {"a0", "a1"}
     verdicts = await store.task_verdicts(task_id, 0, 10)
