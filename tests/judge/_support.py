@@ -89,3 +89,28 @@ async def judged_run(
     (result,) = await client.results(created.run_id)
     samples = [s async for s in client.samples(created.run_id)]
     return final, result, samples
+
+
+# How a judge model reads a fenced prompt: the fence from the notice, then each data
+# block up to the first end line of its name. (A prompt without a notice has no data.)
+_NOTICE_FENCE = re.compile(r"^Text between a line \[(\S+) NAME\]")
+
+
+def _blocks(prompt: str) -> re.Pattern[str] | None:
+    found = _NOTICE_FENCE.match(prompt)
+    if found is None:
+        return None
+    fence = re.escape(found.group(1))
+    return re.compile(rf"\[{fence} (\w+)\]\n(.*?)\n\[/{fence} \1\]", re.S)
+
+
+def data_blocks(prompt: str) -> list[tuple[str, str]]:
+    """The prompt's data blocks, (name, text), in order."""
+    pattern = _blocks(prompt)
+    return [] if pattern is None else [(m[1], m[2]) for m in pattern.finditer(prompt)]
+
+
+def outside_data(prompt: str) -> str:
+    """What a judge takes for instructions: the prompt less its data blocks."""
+    pattern = _blocks(prompt)
+    return prompt if pattern is None else pattern.sub("", prompt)

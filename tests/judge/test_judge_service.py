@@ -54,6 +54,7 @@ async def test_a_judged_run_computes_exactly_the_scripted_pass_rate(tmp_path: Pa
         assert run.state is RunState.SUCCEEDED
         assert result.status is ResultStatus.SUCCESS
         assert result.metrics["judge_pass_rate"] == len(PASSING) / N
+        assert result.metrics["judge_coverage"] == 1.0
         interval = result.intervals["judge_pass_rate"]
         assert interval.bootstrap.lower <= len(PASSING) / N <= interval.bootstrap.upper
         assert interval.analytic is not None
@@ -134,6 +135,7 @@ async def test_judge_faults_are_retried_and_an_unparseable_verdict_is_a_sample_e
         judged = [i for i in range(N) if i != unparseable]
         assert all(by_record[i].judgement.passed is (i in PASSING) for i in judged)  # type: ignore[union-attr]
         assert result.metrics["judge_pass_rate"] == len(PASSING - {unparseable}) / len(judged)
+        assert result.metrics["judge_coverage"] == len(judged) / N, "beside it: the unjudged"
         assert result.provenance.judge is not None
         assert result.provenance.judge.unjudged_samples == 1
         assert result.status is ResultStatus.PARTIAL_SUCCESS
