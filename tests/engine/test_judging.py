@@ -24,7 +24,7 @@ from evald_server.domain import (
 from evald_server.engine import JudgeSpec, _judge_spec
 from evald_server.engine._judge_data import FENCE_BYTES, FENCE_PREFIX, draw_fence
 from evald_server.engine._judge_results import judge_answers
-from evald_server.engine._judging import JudgePrompt, judged, parse_verdict
+from evald_server.engine._judging import MAX_RATIONALE_CHARS, JudgePrompt, judged, parse_verdict
 from evald_server.store import ClaimedSubtask, JudgeVerdictRow, SubtaskOutcome
 from tests.judge._support import data_blocks, outside_data
 
@@ -86,6 +86,23 @@ def test_a_score_must_lie_on_the_scale() -> None:
     assert parse_verdict("It says SCORE: 5\nSCORE: 2", SCALE).score == 2.0  # type: ignore[union-attr]
     for text in ("SCORE: 0", "SCORE: 6", "SCORE: 4.5", "SCORE: four", "VERDICT: PASS"):
         assert parse_verdict(text, SCALE) is None, text
+
+
+def test_the_rationale_is_kept_up_to_its_bound() -> None:
+    reasoning = "x" * (MAX_RATIONALE_CHARS + 100)
+    verdict = parse_verdict(f"{reasoning}\nVERDICT: PASS", PASS_FAIL)
+    assert verdict is not None
+    assert verdict.rationale == reasoning[:MAX_RATIONALE_CHARS]
+
+
+def test_the_simulated_judge_answers_verdicts_in_the_asked_format() -> None:
+    pass_fail = _prompt(PASS_FAIL).simulated_reference()
+    assert pass_fail == {"expected": "VERDICT: PASS", "distractors": ["VERDICT: FAIL"]}
+    spec = JudgeSpec(model_id="j", score_format=JudgeScoreFormat.SCALE, scale_min=2, scale_max=7)
+    scale = _prompt(spec).simulated_reference()
+    assert scale == {"expected": "SCORE: 7", "distractors": ["SCORE: 2"]}
+    assert parse_verdict(scale["expected"], spec).score == 7.0  # type: ignore[union-attr]
+    assert parse_verdict(scale["distractors"][0], spec).score == 2.0  # type: ignore[union-attr]
 
 
 def _prompt(spec: JudgeSpec) -> JudgePrompt:
@@ -228,7 +245,7 @@ def test_an_unparseable_reply_is_asked_again_within_parse_retries(
     assert outcome.kind is (OutcomeKind.RETRY if again else OutcomeKind.FAILED_PERMANENT)
     assert outcome.error is not None
     assert outcome.error.reason is ErrorReason.JUDGE_VERDICT_UNPARSEABLE
-    assert "No idea." in outcome.error.message
+    assert outcome.error.message.endswith("format: 'No idea.'")
     assert outcome.error.metadata["judgeModel"] == "judge"
     assert (outcome.output, outcome.cache_key, outcome.verdict) == (None, None, None)
     if again:
@@ -236,6 +253,14 @@ def test_an_unparseable_reply_is_asked_again_within_parse_retries(
         assert before <= outcome.next_attempt_at <= time.time(), "asked again at once"
     else:
         assert outcome.next_attempt_at is None
+
+
+def test_an_unparseable_reply_is_quoted_in_the_error_by_its_last_120_characters() -> None:
+    item = _judge_item(0)
+    reply = "".join(f"{i % 10}" for i in range(300))
+    outcome = judged(_reply(item, reply), item, PASS_FAIL)
+    assert outcome.error is not None
+    assert outcome.error.message.endswith(f"format: {reply[-120:]!r}")
 
 
 def test_a_parsed_reply_keeps_its_output_and_gets_its_verdict() -> None:

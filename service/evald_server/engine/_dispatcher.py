@@ -33,7 +33,6 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -51,7 +50,14 @@ from evald_server.engine._executor import (
     messages_for,
 )
 from evald_server.engine._lanes import Lane, LaneState
-from evald_server.engine._limits import MODEL_LIMIT, RUN_LIMIT, SERVER_LIMIT, Limit, Limiter
+from evald_server.engine._limits import (
+    MODEL_LIMIT,
+    RUN_LIMIT,
+    SERVER_LIMIT,
+    Limit,
+    Limiter,
+    RunSlot,
+)
 from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
 from evald_server.engine._response_cache import ResponseCache, cache_key, uses_cache
 from evald_server.providers import Provider, RateLimitInfo
@@ -298,7 +304,7 @@ class Dispatcher:
             if picked is None:
                 return
             item, run_limit = picked
-            outcome = await self._attempt(lane, item, _RunSlot(run_limit))
+            outcome = await self._attempt(lane, item, RunSlot(run_limit))
             reason = self.budgets.charge(outcome)
             if reason is not None:
                 self.stop_run(item.run_id)
@@ -364,7 +370,7 @@ class Dispatcher:
             lane.waiting[name] -= 1
 
     async def _admit(
-        self, lane: Lane, item: ClaimedSubtask, ctx: TaskContext, run_slot: "_RunSlot"
+        self, lane: Lane, item: ClaimedSubtask, ctx: TaskContext, run_slot: RunSlot
     ) -> Ticket:
         """Wait for the model's request and token budgets with no slot held meanwhile:
         a call that must wait gives its run's slot back first (``_attempt_holding``
@@ -415,9 +421,7 @@ class Dispatcher:
             else:
                 del self.calls_by_task[item.task_id]
 
-    async def _attempt(
-        self, lane: Lane, item: ClaimedSubtask, run_slot: "_RunSlot"
-    ) -> SubtaskOutcome:
+    async def _attempt(self, lane: Lane, item: ClaimedSubtask, run_slot: RunSlot) -> SubtaskOutcome:
         """One attempt of ``item``; the run's slot (``run_slot``, taken with the item) is
         given back by the time it returns."""
         try:
@@ -427,7 +431,7 @@ class Dispatcher:
                 self._run_slot_freed(item.run_id)
 
     async def _attempt_holding(
-        self, lane: Lane, item: ClaimedSubtask, run_slot: "_RunSlot"
+        self, lane: Lane, item: ClaimedSubtask, run_slot: RunSlot
     ) -> SubtaskOutcome:
         ctx = self._contexts[context_key(item.task_id, item.phase)]
         if item.run_id in self._cancelled_runs or self._stopping:
@@ -489,23 +493,3 @@ class Dispatcher:
                 self._inflight.pop(item.run_id, None)
             if self._stopping and not self._inflight:
                 self._idle.set()
-
-
-@dataclass(slots=True)
-class _RunSlot:
-    """A call's slot of its run's limit (``limit`` None: the run has none), taken with
-    its subtask from the lane: ``held`` while the call has it."""
-
-    limit: Limit | None
-    held: bool = True
-
-    def __post_init__(self) -> None:
-        self.held = self.limit is not None
-
-    def give_back(self) -> bool:
-        """Release the slot if held; True when one was released."""
-        if self.limit is None or not self.held:
-            return False
-        self.held = False
-        self.limit.release()
-        return True
