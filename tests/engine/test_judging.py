@@ -89,10 +89,11 @@ def test_a_score_must_lie_on_the_scale() -> None:
 
 
 def test_the_rationale_is_kept_up_to_its_bound() -> None:
-    reasoning = "x" * (MAX_RATIONALE_CHARS + 100)
+    assert MAX_RATIONALE_CHARS == 4000  # what a stored judgement's rationale may hold
+    reasoning = "".join(f"{i % 10}" for i in range(4100))
     verdict = parse_verdict(f"{reasoning}\nVERDICT: PASS", PASS_FAIL)
     assert verdict is not None
-    assert verdict.rationale == reasoning[:MAX_RATIONALE_CHARS]
+    assert verdict.rationale == reasoning[:4000]
 
 
 def test_the_simulated_judge_answers_verdicts_in_the_asked_format() -> None:
