@@ -22,7 +22,7 @@ from evald_server.domain import (
     judge_subtasks_due,
 )
 from evald_server.engine import JudgeSpec, _judge_spec
-from evald_server.engine._judge_data import FENCE_BYTES, FENCE_PREFIX, draw_fence
+from evald_server.engine._judge_data import FENCE_PREFIX, draw_fence
 from evald_server.engine._judge_results import judge_answers
 from evald_server.engine._judging import MAX_RATIONALE_CHARS, JudgePrompt, judged, parse_verdict
 from evald_server.store import ClaimedSubtask, JudgeVerdictRow, SubtaskOutcome
@@ -153,7 +153,7 @@ def test_every_prompt_draws_its_own_fence_that_no_value_contains() -> None:
     assert len(fences) == 2, "a fresh fence per prompt"
     for fence in fences:
         assert fence.startswith(FENCE_PREFIX)
-        assert len(fence) == len(FENCE_PREFIX) + 2 * FENCE_BYTES  # hex of 16 bytes
+        assert len(fence) == len(FENCE_PREFIX) + 32  # 128 random bits, as hex
     assert data_blocks(first) == data_blocks(second)
 
 
