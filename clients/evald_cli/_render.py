@@ -27,6 +27,7 @@ from evald_client import (
 # candidate task id → metric → its comparison with the baseline (``results --baseline``).
 Deltas = Mapping[str, Mapping[str, MetricComparison]]
 
+JUDGE_COVERAGE = "judge_coverage"  # judged / answered: shown as counts, under ok/total
 _STATUS_STYLE = {
     ResultStatus.SUCCESS: "green",
     ResultStatus.PARTIAL_SUCCESS: "yellow",
@@ -144,7 +145,7 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
         by_benchmark.setdefault(key, []).append(result)
     tables = []
     for (name, version), group in by_benchmark.items():
-        metrics = sorted({m for r in group for m in r.metrics if not is_latency(m)})
+        metrics = sorted({m for r in group for m in r.metrics if not _with_the_counts(m)})
         table = Table(title=f"{name}@{version} ({group[0].task_type.value})", title_justify="left")
         table.add_column("model")
         table.add_column("status")
@@ -171,7 +172,7 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 r.model.model_id,
                 Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")),
                 *(_metric_cell(r, metric, deltas or {}) for metric in metrics),
-                f"{profile.samples_succeeded}/{profile.samples_total}",
+                _answered(r),
                 _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}" if measured else "",
                 f"{profile.latency_p99_ms:.0f}" if measured else "",
@@ -181,6 +182,23 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
             )
         tables.append(table)
     return tables
+
+
+def _with_the_counts(metric: str) -> bool:
+    """Figures shown with the counts and latencies rather than among the scores."""
+    return is_latency(metric) or metric == JUDGE_COVERAGE
+
+
+def _answered(result: TaskResult) -> Text:
+    """Answers succeeded of all; beneath, for a judged task whose judge could not grade
+    every answer, how many it did (``judge_coverage`` as counts, highlighted)."""
+    profile = result.execution
+    text = Text(f"{profile.samples_succeeded}/{profile.samples_total}")
+    judge = result.provenance.judge
+    if judge is not None and judge.unjudged_samples:
+        answered = judge.judged_samples + judge.unjudged_samples
+        text.append(f"\njudged {judge.judged_samples}/{answered}", style="yellow")
+    return text
 
 
 def _spent(cost: Cost | None) -> bool:
@@ -235,7 +253,8 @@ def _sample_error(sample: Sample) -> Text:
 
 
 def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> Table:
-    """One row per sample; ``task_labels`` names each task as ``--task`` accepts it."""
+    """One row per sample (a judge call's record says so); ``task_labels`` names each
+    task as ``--task`` accepts it."""
     table = Table(title="samples")
     columns = ("task", "record", "state", "output", "stop", "expected", "scores", "error")
     for column in columns:
@@ -246,9 +265,12 @@ def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> 
         state = s.state.value
         if s.state is SubtaskState.SUCCEEDED and s.last_error is not None:
             state += " (retried)"
+        record = s.record_id if not s.repeat_index else f"{s.record_id}#{s.repeat_index}"
+        if s.judge_round is not None:  # a judge call grading that record's answer
+            record += f" (judge round {s.judge_round})"
         table.add_row(
             task_labels.get(s.task_id, s.task_id),
-            s.record_id if not s.repeat_index else f"{s.record_id}#{s.repeat_index}",
+            record,
             state,
             _clip(s.output, 40),
             "" if s.finish_reason is FinishReason.UNSPECIFIED else s.finish_reason.value,

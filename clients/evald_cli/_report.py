@@ -1,6 +1,6 @@
 """``evald report RUN [--baseline RUN] -o report.html``: fetch a run's results, its
-samples (latencies, failure reasons) and optionally its comparison with a baseline, and
-write one self-contained HTML file."""
+samples (latencies; failure reasons of the answers and the judge calls that failed) and
+optionally its comparison with a baseline, and write one self-contained HTML file."""
 
 import argparse
 from collections import Counter
@@ -22,9 +22,13 @@ async def report(client: AsyncEvaldClient, args: argparse.Namespace, out: Consol
         async for sample in samples:
             if sample.latency_ms is not None:
                 latencies.setdefault(sample.model_id, []).append(sample.latency_ms)
-            if sample.state is SubtaskState.FAILED_PERMANENT:
-                error = sample.last_error
-                failures[error.reason if error else "UNKNOWN"] += 1
+    # Listed by state: the failed judge calls too (a judged task's answers succeed).
+    failed = client.samples(args.run, state=SubtaskState.FAILED_PERMANENT, page_size=1000)
+    async with aclosing(failed) as samples:
+        async for sample in samples:
+            error = sample.last_error
+            reason = error.reason if error else "UNKNOWN"
+            failures[reason if sample.judge_round is None else f"judge: {reason}"] += 1
     comparison = None
     if args.baseline:
         comparison = await client.compare_runs(

@@ -318,3 +318,10 @@ class Sample:
     failed_attempts: RetryCounts = field(default_factory=RetryCounts)
     judgement: SampleJudgement | None = None  # runs with a judge, once scored
     cache_hit: bool = False  # answered from the response cache, no provider call
+
+    @property
+    def judge_round(self) -> int | None:
+        """A judge call's round (its id is its answer's with ``.j<round>``: listings
+        filtered by state show judge calls too); None for an answer."""
+        _, dot_j, suffix = self.subtask_id.rpartition(".j")
+        return int(suffix) if dot_j and suffix.isdigit() else None

@@ -44,3 +44,20 @@ def test_the_results_table_shows_cut_and_empty_answers() -> None:
     (table,) = results_tables([result_from_proto(message)])
     assert "cut/empty" in [c.header for c in table.columns]
     assert "4/1" in _text(table)
+
+
+def test_the_results_table_shows_the_judges_coverage_as_counts() -> None:
+    graded, short = (_protos.result(f"t-{i}", f"m-{i}") for i in (1, 2))
+    for message, judged in ((graded, 20), (short, 17)):
+        message.metrics_summary["judge_pass_rate"] = 0.5
+        message.metrics_summary["judge_coverage"] = judged / 20
+        message.provenance.judge.model.model_id = "judge"
+        message.provenance.judge.judged_samples = judged
+        message.provenance.judge.unjudged_samples = 20 - judged
+    (table,) = results_tables([result_from_proto(m) for m in (graded, short)])
+    headers = [c.header for c in table.columns]
+    assert "judge_pass_rate" in headers
+    assert "judge_coverage" not in headers, "shown with the counts, not as a score"
+    answered = [str(cell) for cell in table.columns[headers.index("ok/total")].cells]
+    assert answered[0].count("judged") == 0, "every answer judged: nothing to say"
+    assert answered[1].endswith("\njudged 17/20")

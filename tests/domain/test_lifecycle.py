@@ -146,6 +146,15 @@ def test_a_tasks_final_state_follows_its_counters(
     assert state.is_terminal
 
 
+def test_a_task_with_unjudged_answers_is_partial() -> None:
+    every_call_succeeded = Counters(total=4, succeeded=4)
+    assert task_outcome(every_call_succeeded, scorer_failed=False, unjudged=0) is T.SUCCEEDED
+    assert task_outcome(every_call_succeeded, scorer_failed=False, unjudged=1) is T.PARTIAL
+    assert task_outcome(every_call_succeeded, scorer_failed=True, unjudged=1) is T.FAILED
+    nothing = Counters(total=4, cancelled=4)
+    assert task_outcome(nothing, scorer_failed=False, unjudged=1) is T.CANCELLED
+
+
 def test_every_final_task_state_has_a_result_status() -> None:
     assert RESULT_STATUS == {
         T.SUCCEEDED: ResultStatus.SUCCESS,

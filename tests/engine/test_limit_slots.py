@@ -10,6 +10,7 @@ import anyio.lowlevel
 import pytest
 
 from evald_server.engine import RUN_LIMIT, Limit, Limiter
+from evald_server.engine._limits import RunSlot
 
 pytestmark = pytest.mark.anyio
 
@@ -127,3 +128,16 @@ async def test_a_ceiling_caps_the_capacity_and_a_cut_lets_calls_in_flight_finish
     assert limit.held == 1
     limit.set_ceiling(None)
     assert limit.held == 4
+
+
+def test_a_run_slot_is_given_back_once() -> None:
+    limit = Limit(RUN_LIMIT, "run", 1)
+    assert limit.try_acquire()
+    slot = RunSlot(limit)
+    assert slot.held
+    assert slot.give_back()
+    assert (limit.in_use, slot.held) == (0, False)
+    assert not slot.give_back(), "released once, however often it is given back"
+    assert limit.in_use == 0
+    assert not RunSlot(None).held
+    assert not RunSlot(None).give_back(), "a run without a limit holds no slot"

@@ -3,9 +3,7 @@ SQLite file, the SDK, and two fake providers on loopback — one answering, one 
 with scripted verdicts (and faults). The fakes' journals prove which calls reached them.
 """
 
-import re
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -17,10 +15,8 @@ from evald_client import (
     JudgeScoreFormat,
     NotFound,
     ResultStatus,
-    RetryPolicy,
     RunState,
 )
-from evald_server.config import parse_config
 from evald_server.fake_provider import (
     Behaviour,
     FakeChatRequest,
@@ -28,69 +24,20 @@ from evald_server.fake_provider import (
     FakeProvider,
     FaultRate,
 )
-from tests.harness import config_data, running_server
+from tests.harness import running_server
+from tests.judge._support import (
+    PASSING,
+    RECORDS,
+    RUBRIC,
+    N,
+    answer,
+    judge_config,
+    judged_run,
+    pass_fail_judge,
+    record_of,
+)
 
 pytestmark = pytest.mark.anyio
-
-N = 20
-PASSING = {0, 2, 3, 5, 7, 11, 13, 17, 19}  # the records the scripted judge passes
-RECORDS = [
-    {"id": f"r{i}", "input": f"Question {i}: what is {i} + 1?", "reference": f"{i + 1}"}
-    for i in range(N)
-]
-_QUESTION = re.compile(r"Question (\d+):")
-RUBRIC = "Grade the answer.\nTask: {input}\nReference: {reference}\nAnswer: {output}"
-
-
-def _record_of(chat: FakeChatRequest) -> int:
-    match = _QUESTION.search(chat.last_content)
-    assert match is not None, chat.last_content
-    return int(match.group(1))
-
-
-def answer(chat: FakeChatRequest) -> str:
-    """The answering model: a plain answer naming the record."""
-    return f"The answer to question {_record_of(chat)} is {_record_of(chat) + 1}."
-
-
-def pass_fail_judge(chat: FakeChatRequest) -> str:
-    i = _record_of(chat)
-    verdict = "PASS" if i in PASSING else "FAIL"
-    return f"Record {i} looks {'right' if i in PASSING else 'wrong'}.\nVERDICT: {verdict}"
-
-
-def _config(tmp_path: Path, answering: FakeProvider, judging: FakeProvider, **cache: Any) -> Any:
-    data = config_data(
-        tmp_path,
-        models=[
-            {"id": "cand", "provider": "openai", "base_url": answering.base_url,
-             "model": "cand-llm", "max_concurrency": 4},
-            {"id": "judge", "provider": "openai", "base_url": judging.base_url,
-             "model": "judge-llm", "max_concurrency": 2},
-        ],
-    )  # fmt: skip
-    return parse_config(data)
-
-
-async def _judged_run(
-    client: AsyncEvaldClient, judge: JudgeOptions, *, retries: int = 3
-) -> tuple[Any, Any, list[Any]]:
-    await client.upload_dataset(
-        name="arith", version="1.0.0", task_type="generation", records=RECORDS
-    )
-    run = await client.create_run(
-        models=["cand"],
-        datasets=[("arith", "1.0.0")],
-        judge=judge,
-        retry_policy=RetryPolicy(max_retries=retries, backoff_s=(0.01,), jitter_fraction=0.0),
-    )
-    assert run.spec.judge is not None
-    assert run.spec.judge.model_id == judge.model_id
-    with anyio.fail_after(60):
-        run = await client.wait(run.run_id)
-    (result,) = await client.results(run.run_id)
-    samples = [s async for s in client.samples(run.run_id)]
-    return run, result, samples
 
 
 async def test_a_judged_run_computes_exactly_the_scripted_pass_rate(tmp_path: Path) -> None:
@@ -98,15 +45,16 @@ async def test_a_judged_run_computes_exactly_the_scripted_pass_rate(tmp_path: Pa
         FakeProvider(answer=answer) as answering,
         FakeProvider(FakeConfig(latency_ms=5), answer=pass_fail_judge) as judging,
     ):
-        config = _config(tmp_path, answering, judging)
+        config = judge_config(tmp_path, answering, judging)
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
-            run, result, samples = await _judged_run(
+            run, result, samples = await judged_run(
                 client, JudgeOptions(model_id="judge", rubric=RUBRIC)
             )
         # Calibration: the computed pass rate is the scripted one, exactly.
         assert run.state is RunState.SUCCEEDED
         assert result.status is ResultStatus.SUCCESS
         assert result.metrics["judge_pass_rate"] == len(PASSING) / N
+        assert result.metrics["judge_coverage"] == 1.0
         interval = result.intervals["judge_pass_rate"]
         assert interval.bootstrap.lower <= len(PASSING) / N <= interval.bootstrap.upper
         assert interval.analytic is not None
@@ -149,7 +97,7 @@ async def test_judge_faults_are_retried_and_an_unparseable_verdict_is_a_sample_e
     unparseable = 4  # the judge never gives record 4 a verdict line
 
     def judge(chat: FakeChatRequest) -> str:
-        if _record_of(chat) == unparseable:
+        if record_of(chat) == unparseable:
             return "I would rather not say."
         return pass_fail_judge(chat)
 
@@ -158,9 +106,9 @@ async def test_judge_faults_are_retried_and_an_unparseable_verdict_is_a_sample_e
         FakeProvider(answer=answer) as answering,
         FakeProvider(faults, answer=judge) as judging,
     ):
-        config = _config(tmp_path, answering, judging)
+        config = judge_config(tmp_path, answering, judging)
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
-            _, result, samples = await _judged_run(
+            _, result, samples = await judged_run(
                 client, JudgeOptions(model_id="judge", rubric=RUBRIC, parse_retries=2), retries=8
             )
         failed_calls = judging.journal.outcomes().get("http_503", 0)
@@ -187,6 +135,7 @@ async def test_judge_faults_are_retried_and_an_unparseable_verdict_is_a_sample_e
         judged = [i for i in range(N) if i != unparseable]
         assert all(by_record[i].judgement.passed is (i in PASSING) for i in judged)  # type: ignore[union-attr]
         assert result.metrics["judge_pass_rate"] == len(PASSING - {unparseable}) / len(judged)
+        assert result.metrics["judge_coverage"] == len(judged) / N, "beside it: the unjudged"
         assert result.provenance.judge is not None
         assert result.provenance.judge.unjudged_samples == 1
         assert result.status is ResultStatus.PARTIAL_SUCCESS
@@ -197,7 +146,7 @@ async def test_judge_faults_are_retried_and_an_unparseable_verdict_is_a_sample_e
 
 async def test_repeat_k_judging_on_a_scale_reports_mean_and_agreement(tmp_path: Path) -> None:
     def scale_judge(chat: FakeChatRequest) -> str:
-        i = _record_of(chat)
+        i = record_of(chat)
         judge_round = int((chat.key or "").rsplit(".j", 1)[1])
         # Records below 5 get 5, 5, 5; the others 4, 2, 4 (the rounds disagree).
         score = 5 if i < 5 else (2 if judge_round == 1 else 4)
@@ -207,7 +156,7 @@ async def test_repeat_k_judging_on_a_scale_reports_mean_and_agreement(tmp_path: 
         FakeProvider(answer=answer) as answering,
         FakeProvider(answer=scale_judge) as judging,
     ):
-        config = _config(tmp_path, answering, judging)
+        config = judge_config(tmp_path, answering, judging)
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             options = JudgeOptions(
                 model_id="judge",
@@ -218,7 +167,7 @@ async def test_repeat_k_judging_on_a_scale_reports_mean_and_agreement(tmp_path: 
                 pass_threshold=4,
                 rounds=3,
             )
-            _, result, samples = await _judged_run(client, options)
+            _, result, samples = await judged_run(client, options)
         assert judging.journal.requests == 3 * N
         low = 5  # records 0-4
         assert result.metrics["judge_score_mean"] == pytest.approx(
@@ -236,7 +185,7 @@ async def test_repeat_k_judging_on_a_scale_reports_mean_and_agreement(tmp_path: 
 
 async def test_a_bad_judge_spec_is_refused_naming_the_field(tmp_path: Path) -> None:
     async with FakeProvider() as answering, FakeProvider() as judging:
-        config = _config(tmp_path, answering, judging)
+        config = judge_config(tmp_path, answering, judging)
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
                 name="arith", version="1.0.0", task_type="generation", records=RECORDS
@@ -266,7 +215,7 @@ async def test_the_judge_model_limit_is_shared_with_its_other_uses(tmp_path: Pat
         FakeProvider(answer=answer) as answering,
         FakeProvider(FakeConfig(latency_ms=20), answer=pass_fail_judge) as judging,
     ):
-        config = _config(tmp_path, answering, judging)
+        config = judge_config(tmp_path, answering, judging)
         async with running_server(config) as address, AsyncEvaldClient(address) as client:
             await client.upload_dataset(
                 name="arith", version="1.0.0", task_type="generation", records=RECORDS

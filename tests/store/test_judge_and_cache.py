@@ -77,12 +77,14 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds], judge=("judge", 1))
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
+    answered_at = time.time() + 1.0
+    judged_at = answered_at + 5.0  # the judge phase ends well after the answers
     await store.complete(
         [
             outcome(a, OutcomeKind.SUCCEEDED, output=f"a{a.record_idx}", latency_s=0.5)
             for a in answers
         ],
-        time.time(),
+        answered_at,
     )
     judged = (await store.claim_ready(run.run_id, "judge", 10, time.time())).subtasks
     await store.complete(
@@ -105,13 +107,20 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
                 judge_round=judged[1].judge_round,
             ),
         ],
-        time.time(),
+        judged_at,
     )
     task_id = answers[0].task_id
     listed = await store.run_subtasks(run.run_id, None, (), 0, 10)
     assert [r.phase for r in listed] == [SubtaskPhase.ANSWER] * 2
     judges = await store.run_subtasks(run.run_id, None, (), 0, 10, phase=SubtaskPhase.JUDGE)
     assert [r.verdict for r in judges] == [4.0, None]
+    # Both phases at once, in row order (here: the failed judge subtask alone).
+    failed = (SubtaskState.FAILED_PERMANENT,)
+    for task in (None, answers[0].task_id):
+        (both,) = await store.run_subtasks(run.run_id, task, failed, 0, 10, phase=None)
+        assert (both.phase, both.row_id) == (SubtaskPhase.JUDGE, judges[1].row_id)
+    everything = await store.run_subtasks(run.run_id, None, (), 0, 10, phase=None)
+    assert [r.phase for r in everything] == [SubtaskPhase.ANSWER] * 2 + [SubtaskPhase.JUDGE] * 2
     assert await store.task_outputs(task_id, 0, 10) != []
     assert {o.output for o in await store.task_outputs(task_id, 0, 10)} == {"a0", "a1"}
     verdicts = await store.task_verdicts(task_id, 0, 10)
@@ -131,6 +140,10 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
     assert tuple(judge_profile.latencies_s) == (2.0,)
     assert (judge_profile.prompt_tokens, judge_profile.completion_tokens) == (100, 7)
     assert judge_profile.failure_reasons == (("judge_verdict_unparseable", 1),)
+    # Each phase's profile ends with its own last subtask: the answers' wall time does
+    # not run on through the judge phase.
+    assert answer_profile.finished_at == answered_at
+    assert judge_profile.finished_at == judged_at
     (task,) = await store.get_tasks(run.run_id)
     assert task.state is TaskState.SCORING
     finish = TaskFinish(

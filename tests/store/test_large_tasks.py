@@ -35,7 +35,7 @@ def test_profile_inputs_keep_the_timings_as_columns() -> None:
         inputs = ProfileInputs.from_sums(
             Counters(total=n, succeeded=n),
             _task(),
-            sums=(n, 0, 0, 0, 0, 0.0, 0),
+            sums=(n, 0, 0, 0, 0, 0.0, 0, None),
             timings=rows,
             answers=(0, 0, 0, 0, 0.0),
             cost=(0, 0, 0, 0),

@@ -29,6 +29,7 @@ from evald_server.domain import (
     NotFound,
     ResourceExhausted,
     RunState,
+    SubtaskPhase,
     SubtaskState,
     TaskType,
     field_error,
@@ -420,6 +421,10 @@ class RunService:
                 cursor,
                 want + 1,
                 output_chars=budget.output_chars,
+                # A state filter asks which calls are in that state: judge calls too
+                # (as the run's counters count them); else the answers, each with its
+                # judgement.
+                phase=None if states else SubtaskPhase.ANSWER,
             )
             more = len(rows) > want
             for row in rows[:want]:

@@ -15,8 +15,12 @@ a cancel (or a drain) aborts the HTTP request at once.
 
 Before those slots, a call waits for its model's request and token budgets (and for a
 reset the provider's headers announced), on its own model's worker: a model short of
-budget holds no server-wide slot that another model could use. AIMD moves the model
-limit's capacity (``_rate_control``).
+budget holds no server-wide slot that another model could use, and no slot of its
+run's limit either. A call that must wait for budget gives back the run slot it took
+with its subtask and queues for one again (first come, first served) once its budget
+admits it: a run's judge calls use the run's limit while its answering model waits for
+budget, so judging overlaps inference. AIMD moves the model limit's capacity
+(``_rate_control``).
 
 A run limit spans lanes: a slot freed by one lane wakes every lane that holds work of
 that run, and the releasing worker yields before it takes again, so the slot goes to
@@ -46,7 +50,14 @@ from evald_server.engine._executor import (
     messages_for,
 )
 from evald_server.engine._lanes import Lane, LaneState
-from evald_server.engine._limits import MODEL_LIMIT, SERVER_LIMIT, Limit, Limiter
+from evald_server.engine._limits import (
+    MODEL_LIMIT,
+    RUN_LIMIT,
+    SERVER_LIMIT,
+    Limit,
+    Limiter,
+    RunSlot,
+)
 from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
 from evald_server.engine._response_cache import ResponseCache, cache_key, uses_cache
 from evald_server.providers import Provider, RateLimitInfo
@@ -290,12 +301,7 @@ class Dispatcher:
             if picked is None:
                 return
             item, run_limit = picked
-            try:
-                outcome = await self._attempt(lane, item)
-            finally:
-                if run_limit is not None:
-                    run_limit.release()
-                    self._run_slot_freed(item.run_id)
+            outcome = await self._attempt(lane, item, RunSlot(run_limit))
             reason = self.budgets.charge(outcome)
             if reason is not None:
                 self.stop_run(item.run_id)
@@ -360,14 +366,23 @@ class Dispatcher:
         finally:
             lane.waiting[name] -= 1
 
-    async def _admit(self, lane: Lane, item: ClaimedSubtask, ctx: TaskContext) -> Ticket:
-        """Wait for the model's request and token budgets (no slot held meanwhile)."""
+    async def _admit(
+        self, lane: Lane, item: ClaimedSubtask, ctx: TaskContext, run_slot: RunSlot
+    ) -> Ticket:
+        """Wait for the model's request and token budgets with no slot held meanwhile:
+        a call that must wait gives its run's slot back first (``_attempt_holding``
+        takes it again once the budget admits the call), so that the run's calls on
+        other models (its judge's) use the run's limit while this model waits."""
         control = self.rate.model(lane.model_id)
         estimate = NO_TOKENS
         if control.counts_tokens:
             messages = messages_for(item, ctx)
             chars = sum(len(message.content) for message in messages)
             estimate = control.estimate(chars, ctx.params.max_tokens)
+        if control.admits_now(estimate):
+            return await control.admit(estimate)  # goes at once, run slot and all
+        if run_slot.give_back():
+            self._run_slot_freed(item.run_id)
         lane.waiting[RATE_BUDGET] += 1
         try:
             return await control.admit(estimate)
@@ -403,7 +418,18 @@ class Dispatcher:
             else:
                 del self.calls_by_task[item.task_id]
 
-    async def _attempt(self, lane: Lane, item: ClaimedSubtask) -> SubtaskOutcome:
+    async def _attempt(self, lane: Lane, item: ClaimedSubtask, run_slot: RunSlot) -> SubtaskOutcome:
+        """One attempt of ``item``; the run's slot (``run_slot``, taken with the item) is
+        given back by the time it returns."""
+        try:
+            return await self._attempt_holding(lane, item, run_slot)
+        finally:
+            if run_slot.give_back():
+                self._run_slot_freed(item.run_id)
+
+    async def _attempt_holding(
+        self, lane: Lane, item: ClaimedSubtask, run_slot: RunSlot
+    ) -> SubtaskOutcome:
         ctx = self._contexts[context_key(item.task_id, item.phase)]
         if item.run_id in self._cancelled_runs or self._stopping:
             release = item.run_id not in self._cancelled_runs
@@ -415,11 +441,14 @@ class Dispatcher:
         started = time.perf_counter()
         try:
             with scope:
-                ticket = await self._admit(lane, item, ctx)
+                ticket = await self._admit(lane, item, ctx, run_slot)
                 control = self.rate.model(lane.model_id)
                 headers: list[RateLimitInfo] = []
                 outcome: SubtaskOutcome | None = None
                 try:
+                    if run_slot.limit is not None and not run_slot.held:
+                        await self._acquire(lane, run_slot.limit, RUN_LIMIT)
+                        run_slot.held = True
                     await self._acquire(lane, self._limiter.server, SERVER_LIMIT)
                     try:
                         await self._acquire(lane, lane.limit, MODEL_LIMIT)

@@ -4,8 +4,11 @@ An answer judged in k rounds gets the mean of its rounds' scores; it passes when
 than half of its pass/fail rounds passed (a tie fails), or when its mean score reaches
 the pass threshold on a scale. Rounds agree when every round that gave a verdict gave
 the same one; ``judge_agreement_rate`` is the share of answers with at least two
-verdicts whose rounds agree. Answers no round could judge (the judge failed, or never
-gave a parseable verdict) are left out of the metrics and counted apart.
+verdicts whose rounds agree. Answers no round could judge (the judge failed, never gave
+a parseable verdict, or was never asked: an answer that succeeded after its run was
+cancelled) are left out of those rates, never silently: ``judge_coverage`` (judged /
+answered, over the task's succeeded answers) stands beside them, also when no answer
+could be judged at all, and they are counted in ``unjudged``.
 
 Intervals as for every headline metric (``scoring._intervals``): a percentile
 bootstrap that resamples records (all repeats of a record together), and Wilson for
@@ -33,6 +36,7 @@ RESAMPLES = 1000
 PASS_RATE = "judge_pass_rate"
 SCORE_MEAN = "judge_score_mean"
 AGREEMENT = "judge_agreement_rate"
+COVERAGE = "judge_coverage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +80,19 @@ class JudgeReport:
     uncertainty: dict[str, MetricUncertainty]
     judgements: dict[int, AnswerJudgement]  # by the answer's subtask row id
     judged: int  # answers with a verdict
-    unjudged: int  # answers the judge could not grade
+    unjudged: int  # answered, and no verdict (the judge failed, or was never asked)
 
 
 def judge_answers(
-    rows: Iterable[JudgeVerdictRow], spec: JudgeSpec, *, seed: int, resamples: int = RESAMPLES
+    rows: Iterable[JudgeVerdictRow],
+    spec: JudgeSpec,
+    *,
+    answered: int,
+    seed: int,
+    resamples: int = RESAMPLES,
 ) -> JudgeReport:
+    """The judgements of a task's answers from its judge subtasks' ``rows``;
+    ``answered``: its succeeded answers (each of which should have been judged)."""
     by_answer: defaultdict[int, list[JudgeVerdictRow]] = defaultdict(list)
     for row in rows:
         by_answer[row.judged_row_id].append(row)
@@ -95,7 +106,10 @@ def judge_answers(
             units.append(rounds[0].record_idx)
     judged = [j for j in judgements.values() if j.score is not None]
     metrics, uncertainty = _metrics(judged, units, spec, seed=seed, resamples=resamples)
-    return JudgeReport(metrics, uncertainty, judgements, len(judged), len(judgements) - len(judged))
+    answered = max(answered, len(judged))
+    if answered:
+        metrics[COVERAGE] = len(judged) / answered
+    return JudgeReport(metrics, uncertainty, judgements, len(judged), answered - len(judged))
 
 
 def _judge_one(rounds: Sequence[JudgeVerdictRow], spec: JudgeSpec) -> AnswerJudgement:

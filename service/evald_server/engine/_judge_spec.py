@@ -3,8 +3,9 @@ format, rounds), validated on construction and stored inside the run's spec.
 
 The rubric is a prompt template over ``{input}``, ``{reference}`` and ``{output}`` (the
 record's input, its reference answer and the answer being graded); any other
-``{word}`` is a mistake and is refused. evald appends the instruction that fixes the
-verdict's format, so the format can be parsed strictly.
+``{word}`` is a mistake and is refused. evald fences each value as data and appends the
+instruction that fixes the verdict's format (``_judge_data``), so the format can be
+parsed strictly.
 """
 
 import hashlib
@@ -15,6 +16,7 @@ from typing import Any
 
 from evald_server.config import GenerationParams
 from evald_server.domain import JudgeScoreFormat
+from evald_server.engine._judge_data import FRAMING
 
 PLACEHOLDERS = ("input", "reference", "output")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -55,9 +57,16 @@ class JudgeSpec:
         return float(self.scale_max if self.pass_threshold is None else self.pass_threshold)
 
     def rubric_sha256(self) -> str:
-        """Hash of everything that shapes the judge's prompt and its parsing."""
+        """Hash of everything that shapes the judge's prompt and its parsing: the rubric,
+        its format and scale, and the framing evald writes around it (``FRAMING``)."""
         text = "\x1f".join(
-            (self.rubric, self.score_format.value, str(self.scale_min), str(self.scale_max))
+            (
+                FRAMING,
+                self.rubric,
+                self.score_format.value,
+                str(self.scale_min),
+                str(self.scale_max),
+            )
         )
         return hashlib.sha256(text.encode()).hexdigest()
 

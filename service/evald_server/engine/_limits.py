@@ -123,6 +123,27 @@ class Limit:
         )
 
 
+@dataclass(slots=True)
+class RunSlot:
+    """A call's slot of its run's limit (``limit`` None: the run has none), taken with
+    its subtask: ``held`` while the call has it (a call waiting for its model's rate
+    budget gives it back, and takes one again once admitted)."""
+
+    limit: Limit | None
+    held: bool = True
+
+    def __post_init__(self) -> None:
+        self.held = self.limit is not None
+
+    def give_back(self) -> bool:
+        """Release the slot if held; True when one was released."""
+        if self.limit is None or not self.held:
+            return False
+        self.held = False
+        self.limit.release()
+        return True
+
+
 def check_limit(name: str, value: int) -> None:
     """Reject a limit below 1 with INVALID_ARGUMENT naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

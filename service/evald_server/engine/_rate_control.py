@@ -335,6 +335,20 @@ class ModelRateControl:
             return TokenEstimate(prompt, max_tokens, bounded=True)
         return TokenEstimate(prompt, math.ceil(self._completion_mean), bounded=False)
 
+    def _wait_s(self, estimate: TokenEstimate, now: float) -> float:
+        """How long a call of ``estimate`` must wait for the provider's reset and for
+        every budget (0 or less: it may go now)."""
+        wait = self._held_until - now
+        if self.requests is not None:
+            wait = max(wait, self.requests.bucket.wait_s(1.0, now))
+        if self.tokens is not None:
+            wait = max(wait, self.tokens.bucket.wait_s(float(estimate.total), now))
+        return wait
+
+    def admits_now(self, estimate: TokenEstimate = NO_TOKENS) -> bool:
+        """Whether ``admit`` would let a call of ``estimate`` go without waiting."""
+        return self._wait_s(estimate, self._clock()) <= 0
+
     async def admit(self, estimate: TokenEstimate = NO_TOKENS) -> Ticket:
         """Wait until the call fits every budget and the provider's reset; charge it."""
         wants = [
@@ -348,11 +362,7 @@ class ModelRateControl:
         try:
             while True:
                 now = self._clock()
-                wait = self._held_until - now
-                if self.requests is not None:
-                    wait = max(wait, self.requests.bucket.wait_s(1.0, now))
-                if self.tokens is not None:
-                    wait = max(wait, self.tokens.bucket.wait_s(float(estimate.total), now))
+                wait = self._wait_s(estimate, now)
                 if wait <= 0:
                     break
                 if self._budget_changed is None:

@@ -3,7 +3,8 @@ without calling the provider again.
 
 An entry's key hashes everything that decides an answer: the provider model's identity
 (provider, base URL, provider model name), every effective generation parameter, the
-full rendered messages, the repeat index and the judging round (so repeats still
+full rendered messages (for a judge call, whose data fence is random, the rubric's hash
+and the values it frames), the repeat index and the judging round (so repeats still
 sample). Its scope is the run's tenant, unless the operator shares that model's cache
 across tenants (``[cache] shared_models``). Only complete successful answers are kept
 (finish_reason "stop", not empty; an answer over the size cap already failed), never
@@ -67,12 +68,22 @@ def cache_key(settings: CacheSettings, item: ClaimedSubtask, ctx: TaskContext) -
     body = {
         "model": settings.identities.get(item.model_id, f"id:{item.model_id}"),
         "params": ctx.params.model_dump(mode="json"),
-        "messages": [[m.role, m.content] for m in messages_for(item, ctx)],
+        "messages": _request_text(item, ctx),
         "repeat_index": item.repeat_index,
         "judge_round": item.judge_round,
     }
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _request_text(item: ClaimedSubtask, ctx: TaskContext) -> object:
+    """What a request says: its messages; for a judge call, whose data fence is drawn
+    afresh for every prompt, what its messages are made of (the rubric's hash, which
+    covers the framing around it, and each value it fences)."""
+    if ctx.judge is not None:
+        values = ctx.judge.values(item.fields, item.record_id, item.answer or "")
+        return {"rubric_sha256": ctx.judge.spec.rubric_sha256(), "values": values}
+    return [[m.role, m.content] for m in messages_for(item, ctx)]
 
 
 def uses_cache(ctx: TaskContext) -> bool:

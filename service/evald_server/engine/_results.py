@@ -86,7 +86,7 @@ class ExecutionProfile:
     samples_succeeded: int
     samples_failed: int
     samples_cancelled: int
-    wall_time_s: float  # first claim → last subtask terminal
+    wall_time_s: float  # first claim → the phase's last subtask terminal
     latency_mean_ms: float | None
     latency_p50_ms: float | None
     latency_p90_ms: float | None

@@ -3,7 +3,8 @@
 Scoring runs in the scoring pool's worker processes, so the event loop (and every
 other task's inference) carries on meanwhile. A task with permanently failed or
 cancelled subtasks is scored on its successes and marked partial; one with no success
-is not scored (failed, or cancelled). A scorer failure fails that task alone, with an
+is not scored (failed, or cancelled); so is a judged task with answers the judge could
+not grade (partial). A scorer failure fails that task alone, with an
 EVAL_OPERATOR_ERROR. The result (assembled in ``_results``) and the task's final state
 are written together with the ``task_scored`` event (and the run's end when it was the
 last task).
@@ -151,8 +152,9 @@ class TaskScorer:
         judging: JudgeReport | None = None
         judge_profile: ExecutionProfile | None = None
         judge_errors: list[EvalError] = []
+        (inputs,) = read
         if spec.judge is not None and judge_identity is not None:
-            judging = await self._judge(task_id, spec.judge, spec.seed)
+            judging = await self._judge(task_id, spec.judge, spec.seed, inputs.counters.succeeded)
             judge_inputs = await self._store.profile_inputs(task_id, phase=SubtaskPhase.JUDGE)
             judge_profile = build_profile(
                 judge_inputs,
@@ -167,10 +169,13 @@ class TaskScorer:
                     uncertainty={**report.uncertainty, **judging.uncertainty},
                 )
         scoring_time = time.perf_counter() - started
-        (inputs,) = read
         errors.extend(failure_errors(inputs.failure_reasons))
         errors.extend(judge_errors)
-        state = task_outcome(counters, scorer_failed=report is None and counters.succeeded > 0)
+        state = task_outcome(
+            counters,
+            scorer_failed=report is None and counters.succeeded > 0,
+            unjudged=0 if judging is None else judging.unjudged,
+        )
         now = time.time()
         evaluation = assemble_evaluation(
             task,
@@ -234,7 +239,7 @@ class TaskScorer:
             return None, [failure.error]
         return report, []
 
-    async def _judge(self, task_id: str, spec: JudgeSpec, seed: int) -> JudgeReport:
+    async def _judge(self, task_id: str, spec: JudgeSpec, seed: int, answered: int) -> JudgeReport:
         rows: list[JudgeVerdictRow] = []
         after = 0
         while page := await self._store.task_verdicts(task_id, after, _PAGE):
@@ -242,7 +247,7 @@ class TaskScorer:
             after = page[-1].row_id
         # Off the event loop: the bootstrap is numpy work.
         return await anyio.to_thread.run_sync(
-            functools.partial(judge_answers, rows, spec, seed=seed)
+            functools.partial(judge_answers, rows, spec, answered=answered, seed=seed)
         )
 
 

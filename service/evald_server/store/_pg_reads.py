@@ -280,7 +280,7 @@ async def profile_inputs(
         "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(GREATEST(requests - 1, 0)), 0), "
         "COALESCE(SUM(rate_limited), 0), COALESCE(SUM(prompt_tokens), 0), "
         "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0), "
-        "COALESCE(SUM(cache_hit::int), 0) "
+        "COALESCE(SUM(cache_hit::int), 0), MAX(updated_at) "
         "FROM subtasks WHERE task_id = $1 AND phase = $2",
         task_id,
         p,

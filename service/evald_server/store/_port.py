@@ -174,11 +174,12 @@ class Store(Protocol):
         limit: int,
         *,
         output_chars: int | None = None,
-        phase: SubtaskPhase = SubtaskPhase.ANSWER,
+        phase: SubtaskPhase | None = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
         """``output_chars``: read at most that many characters of each output (its full
         size in bytes is then in ``SubtaskRow.output_bytes``). Only subtasks of
-        ``phase`` (the answers, unless asked for the judge subtasks)."""
+        ``phase`` (the answers, unless asked for the judge subtasks; None: both), in row
+        id order."""
         ...
 
     async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:

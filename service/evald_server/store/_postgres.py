@@ -528,12 +528,16 @@ class PostgresStore:
         limit: int,
         *,
         output_chars: int | None = None,
-        phase: SubtaskPhase = SubtaskPhase.ANSWER,
+        phase: SubtaskPhase | None = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
-        where, params = "s.run_id = $1 AND s.phase = $2", [run_id, int(phase)]
+        where = "s.run_id = $1"
+        params: list[Any] = [run_id]
         if task_id is not None:
-            where = "s.run_id = $1 AND s.phase = $2 AND s.task_id = $3"
-            params = [run_id, int(phase), task_id]
+            params.append(task_id)
+            where += f" AND s.task_id = ${len(params)}"
+        if phase is not None:
+            params.append(int(phase))
+            where += f" AND s.phase = ${len(params)}"
         return await self._run(
             reads.subtasks, where, params, states, after_row, limit, output_chars
         )

@@ -416,8 +416,8 @@ class ProfileInputs:
     # ~190 MB as fetched rows and tuples of floats, they are 16 MB as columns.
     latencies_s: Sequence[float]
     ttfts_s: Sequence[float]
-    started_at: float | None
-    finished_at: float | None
+    started_at: float | None  # the task's first claim
+    finished_at: float | None  # the phase's last subtask terminal (answers, or judge calls)
     # (last error reason, count) of the failed_permanent subtasks, most frequent first
     failure_reasons: tuple[tuple[str, int], ...] = ()
     truncated: int = 0  # succeeded with finish_reason "length"
@@ -462,7 +462,9 @@ class ProfileInputs:
             latencies_s=latencies,
             ttfts_s=ttfts,
             started_at=task.started_at,
-            finished_at=task.finished_at,
+            # The phase's own end (its last subtask's terminal write), not the task's:
+            # a judged task's answers end before its judge calls do.
+            finished_at=task.finished_at if sums[7] is None else float(sums[7]),
             failure_reasons=tuple((str(r[0]), int(r[1])) for r in reasons),
             truncated=int(answers[0]),
             empty=int(answers[1]),

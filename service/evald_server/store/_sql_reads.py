@@ -189,17 +189,18 @@ def run_subtasks(
     after_row: int,
     limit: int,
     output_chars: int | None = None,
-    phase: SubtaskPhase = SubtaskPhase.ANSWER,
+    phase: SubtaskPhase | None = SubtaskPhase.ANSWER,
 ) -> list[SubtaskRow]:
-    """One page of a run's subtasks of one phase, optionally of one task, in run order; with
-    ``output_chars``, each output cut to that many characters inside SQLite (a huge
-    answer never leaves the database whole) and its full byte size read beside it."""
-    where, params = "s.run_id = ? AND s.phase = ?", [run_id, int(phase)]
+    """One page of a run's subtasks of one phase (None: both), optionally of one task, in
+    run order; with ``output_chars``, each output cut to that many characters inside
+    SQLite (a huge answer never leaves the database whole) and its full byte size read
+    beside it."""
+    where = "s.run_id = ?"
+    params: list[Any] = [run_id]
     if task_id is not None:
-        where, params = (
-            "s.run_id = ? AND s.task_id = ? AND s.phase = ?",
-            [run_id, task_id, int(phase)],
-        )
+        where, params = f"{where} AND s.task_id = ?", [*params, task_id]
+    if phase is not None:
+        where, params = f"{where} AND s.phase = ?", [*params, int(phase)]
     return _subtasks(conn, where, params, states, after_row, limit, output_chars)
 
 
@@ -264,7 +265,7 @@ def profile_inputs(
         "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(MAX(requests - 1, 0)), 0), "
         "COALESCE(SUM(rate_limited), 0), COALESCE(SUM(prompt_tokens), 0), "
         "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(call_time_s), 0), "
-        "COALESCE(SUM(cache_hit), 0) "
+        "COALESCE(SUM(cache_hit), 0), MAX(updated_at) "
         "FROM subtasks WHERE task_id = ? AND phase = ?",
         (task_id, int(phase)),
     ).fetchone()

@@ -347,7 +347,7 @@ class SqliteStore:
         limit: int,
         *,
         output_chars: int | None = None,
-        phase: SubtaskPhase = SubtaskPhase.ANSWER,
+        phase: SubtaskPhase | None = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
         return await self._read(
             reads.run_subtasks, run_id, task_id, states, after_row, limit, output_chars, phase
