@@ -22,7 +22,7 @@ from evald_server.app._datasets import DatasetService
 from evald_server.app._runs import RunService
 from evald_server.app._types import ModelInfo
 from evald_server.config import ServerConfig
-from evald_server.engine import Engine, RateSettings, ScoringPort, cache_settings
+from evald_server.engine import Engine, ScoringPort
 from evald_server.providers import Provider, build_provider
 from evald_server.scoring import ScoringPool
 from evald_server.store import Store, open_store
@@ -87,21 +87,7 @@ class Evald:
             scoring = self._injected_scoring
             if scoring is None:
                 scoring = pool = ScoringPool(tuning.scoring_workers)
-            engine = Engine(
-                store,
-                providers,
-                {m.id: m.max_concurrency for m in self.config.models},
-                scoring,
-                max_inflight=self.config.limits.max_inflight,
-                heartbeat_s=tuning.heartbeat_s,
-                commit_batch=tuning.commit_batch,
-                commit_delay_s=tuning.commit_delay_s,
-                scoring_concurrency=tuning.scoring_concurrency,
-                score_page_size=tuning.score_page_size,
-                cache=cache_settings(self.config),
-                stall_after_s=self.config.server.stall_warning_s,
-                rate_settings={m.id: RateSettings.of(m) for m in self.config.models},
-            )
+            engine = Engine(store, providers, scoring, self.config)
             self._engine = engine
             self._datasets = DatasetService(
                 store, self.config.limits, max_upload_bytes=tuning.max_upload_bytes

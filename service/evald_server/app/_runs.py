@@ -42,6 +42,7 @@ from evald_server.engine import (
     RunSpec,
     ShotSourceProblem,
     TaskEvaluation,
+    TaskModels,
     effective_options,
     shot_source,
     task_prompt,
@@ -106,7 +107,7 @@ class RunService:
                         task_id=f"{run_id}-t{ordinal}",
                         ordinal=ordinal,
                         model_id=model_id,
-                        model=identity.to_json() | self._judge_identity(spec),
+                        model=TaskModels(identity, self._judge_identity(spec)).to_json(),
                         dataset_id=dataset.dataset_id,
                         record_count=dataset.record_count,
                         judge_model_id=None if spec.judge is None else spec.judge.model_id,
@@ -137,19 +138,18 @@ class RunService:
         await self._engine.register_run(run_id)
         return await self._run(row)
 
-    def _judge_identity(self, spec: RunSpec) -> dict[str, object]:
+    def _judge_identity(self, spec: RunSpec) -> ModelIdentity | None:
         """The judge model's identity and effective parameters, frozen with each task."""
         if spec.judge is None:
-            return {}
+            return None
         judge = self._models[spec.judge.model_id]
-        identity = ModelIdentity(
+        return ModelIdentity(
             model_id=judge.id,
             provider=judge.provider,
             provider_model=judge.provider_model,
             params=judge.params.merged(spec.judge.params),
             price=judge.price,
         )
-        return {"judge": identity.to_json()}
 
     async def _replay(self, existing: RunRow, request_id: str, request_hash: str) -> Run:
         if existing.request_hash != request_hash:

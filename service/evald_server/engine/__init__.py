@@ -28,8 +28,7 @@ from evald_server.engine._prompting import (
     shot_source,
     task_prompt,
 )
-from evald_server.engine._rate_control import RateSettings, RateStats
-from evald_server.engine._response_cache import cache_settings
+from evald_server.engine._rate_control import RateStats
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
@@ -41,6 +40,7 @@ from evald_server.engine._results import (
 )
 from evald_server.engine._retry_policy import CLASS_BUDGETS, RetryPolicy, retry_class
 from evald_server.engine._spec import DatasetRef, RunSpec, generation_params
+from evald_server.engine._task_models import TaskModels
 from evald_server.engine._task_scoring import ScoringPort
 
 __all__ = [
@@ -65,7 +65,6 @@ __all__ = [
     "ModelActivity",
     "ModelIdentity",
     "Provenance",
-    "RateSettings",
     "RateStats",
     "RetryPolicy",
     "RunBudget",
@@ -75,8 +74,8 @@ __all__ = [
     "ScoringPort",
     "ShotSourceProblem",
     "TaskEvaluation",
+    "TaskModels",
     "TaskProgress",
-    "cache_settings",
     "check_limit",
     "effective_options",
     "generation_params",

@@ -1,5 +1,7 @@
 """The loaded context of every live task, shared by the engine and the dispatcher.
 
+``task_contexts`` builds a task's contexts from what CreateRun froze (``TaskModels``)
+and the run's spec: one for its answers and, for a judged run, one for its judge phase.
 The engine loads a run's task contexts when the run is registered and drops them when
 it ends; the dispatcher reads one on every call (``[context_key(task_id, phase)]``: a
 judged task's judge phase has a context of its own), and the committer's callback asks
@@ -7,10 +9,65 @@ which run a finished task belongs to. One owner, so that loading and forgetting 
 drift apart (a run's task list and its contexts go together).
 """
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from evald_server.domain import SubtaskPhase
-from evald_server.engine._executor import TaskContext, context_key
+from evald_server.datasets import ChatPrompt
+from evald_server.domain import ChoiceScoring, SubtaskPhase, TaskType
+from evald_server.engine._cost import Pricing
+from evald_server.engine._executor import TOP_LOGPROBS, TaskContext, context_key
+from evald_server.engine._judging import JudgePrompt
+from evald_server.engine._spec import DatasetRef, RunSpec
+from evald_server.engine._task_models import TaskModels
+
+
+def task_contexts(
+    task_id: str,
+    run_id: str,
+    models: TaskModels,
+    spec: RunSpec,
+    dataset: tuple[DatasetRef, TaskType],
+    prompt: ChatPrompt,
+    cache_scope: Callable[[str], str | None],
+) -> list[TaskContext]:
+    """A task's call contexts: its answers' and, when it is judged, its judge's
+    (``cache_scope(model_id)``: the response cache's scope, None without the cache)."""
+    ref, task_type = dataset
+    logprobs = (
+        task_type is TaskType.MULTIPLE_CHOICE
+        and spec.choice_scoring_for(ref) is ChoiceScoring.LOGPROBS
+    )
+    answer = models.answer
+    contexts = [
+        TaskContext(
+            task_id=task_id,
+            run_id=run_id,
+            model_id=answer.model_id,
+            task_type=task_type,
+            prompt=prompt,
+            params=answer.params,
+            policy=spec.retry_policy,
+            top_logprobs=TOP_LOGPROBS if logprobs else None,
+            pricing=Pricing.of(answer.price),
+            cache_scope=cache_scope(answer.model_id),
+        )
+    ]
+    judge = models.judge
+    if spec.judge is not None and judge is not None:
+        contexts.append(
+            TaskContext(
+                task_id=task_id,
+                run_id=run_id,
+                model_id=judge.model_id,
+                task_type=task_type,
+                prompt=prompt,
+                params=judge.params,
+                policy=spec.retry_policy,
+                pricing=Pricing.of(judge.price),
+                judge=JudgePrompt(spec.judge, task_type, prompt),
+                cache_scope=cache_scope(judge.model_id),
+            )
+        )
+    return contexts
 
 
 class TaskContexts(Mapping[str, TaskContext]):

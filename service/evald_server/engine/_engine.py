@@ -12,6 +12,7 @@ in flight for ``stall_after_s`` is *stalled* — logged as a warning with its st
 of the runs with work there, and logged again every ``stall_after_s`` while it lasts.
 """
 
+import functools
 import logging
 import random
 import time
@@ -20,35 +21,31 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequen
 import anyio
 import anyio.abc
 
-from evald_server.config import GenerationParams
+from evald_server.config import ServerConfig
 from evald_server.domain import (
-    ChoiceScoring,
     ErrorReason,
     EvalError,
     RunState,
     SubtaskState,
     TaskState,
-    TaskType,
 )
 from evald_server.engine._committer import Committer
-from evald_server.engine._contexts import TaskContexts
-from evald_server.engine._cost import Pricing, RunBudgets
+from evald_server.engine._contexts import TaskContexts, task_contexts
+from evald_server.engine._cost import RunBudgets
 from evald_server.engine._dispatcher import Dispatcher
 from evald_server.engine._events import EventHub, RunEvent
-from evald_server.engine._executor import TOP_LOGPROBS, TaskContext
-from evald_server.engine._judging import JudgePrompt
 from evald_server.engine._lanes import LaneState
 from evald_server.engine._limits import Limiter, LimitStats
-from evald_server.engine._page_scoring import PAGE_SIZE, PageScoring, PageScoringPort
+from evald_server.engine._page_scoring import PageScoring, PageScoringPort
 from evald_server.engine._progress import ModelActivity
 from evald_server.engine._progress_tracker import ProgressTracker
 from evald_server.engine._prompting import task_prompt
 from evald_server.engine._rate_control import RateControl, RateSettings, RateStats
-from evald_server.engine._response_cache import CacheSettings, ResponseCache
-from evald_server.engine._results import ModelIdentity
+from evald_server.engine._response_cache import ResponseCache, cache_settings
 from evald_server.engine._shares import CapacityShares
 from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._store_changes import StoreChanges
+from evald_server.engine._task_models import TaskModels
 from evald_server.engine._task_scoring import ScoringPort, TaskScorer
 from evald_server.providers import Provider
 from evald_server.store import (
@@ -66,40 +63,44 @@ FAILING_AFTER = 3  # consecutive failed calls of a model before a warning is log
 
 
 class Engine:
+    """The engine of one server process, tuned by its configuration: the server-wide
+    limit (``[limits]``), each model's limit and rate control (``[[models]]``), the
+    commit, heartbeat and scoring tuning (``[engine]``), the response cache
+    (``[cache]``) and the stall warning (``[server]``)."""
+
     def __init__(
         self,
         store: Store,
         providers: Mapping[str, Provider],
-        model_limits: Mapping[str, int],
         scoring: ScoringPort,
+        config: ServerConfig,
         *,
-        max_inflight: int,
-        heartbeat_s: float = 5.0,
-        commit_batch: int = 256,
-        commit_delay_s: float = 0.02,
-        scoring_concurrency: int = 2,
-        stall_after_s: float = 60.0,
         rng: random.Random | None = None,
-        rate_settings: Mapping[str, RateSettings] | None = None,
-        score_page_size: int = PAGE_SIZE,
-        cache: CacheSettings | None = None,
     ) -> None:
+        tuning = config.engine
         self.store = store
         self._providers = providers
-        self.limiter = Limiter(max_inflight, dict(model_limits))
-        self.rate = RateControl(self.limiter, rate_settings or {}, providers)
+        self.limiter = Limiter(
+            config.limits.max_inflight, {m.id: m.max_concurrency for m in config.models}
+        )
+        self.rate = RateControl(
+            self.limiter, {m.id: RateSettings.of(m) for m in config.models}, providers
+        )
         self.budgets = RunBudgets()
-        self.events = EventHub(store, heartbeat_s=heartbeat_s)
+        self.events = EventHub(store, heartbeat_s=tuning.heartbeat_s)
         self._contexts = TaskContexts()
         # Tasks scored page by page as their outcomes commit (when the pool can).
         self.pages = (
-            PageScoring(scoring, store.store_sample_scores, page_size=score_page_size)
+            PageScoring(scoring, store.store_sample_scores, page_size=tuning.score_page_size)
             if isinstance(scoring, PageScoringPort)
             else None
         )
-        self.cache = ResponseCache(store, cache or CacheSettings())
+        self.cache = ResponseCache(store, cache_settings(config))
         self.committer = Committer(
-            store, self._on_committed, max_batch=commit_batch, max_delay_s=commit_delay_s
+            store,
+            self._on_committed,
+            max_batch=tuning.commit_batch,
+            max_delay_s=tuning.commit_delay_s,
         )
         self.dispatcher = Dispatcher(
             store,
@@ -120,10 +121,10 @@ class Engine:
             scoring,
             self.events.publish,
             self._on_run_finished,
-            concurrency=scoring_concurrency,
+            concurrency=tuning.scoring_concurrency,
             pages=self.pages,
         )
-        self.stall_after_s = stall_after_s
+        self.stall_after_s = config.server.stall_warning_s
         self.progress = ProgressTracker(
             store,
             self.events.publish,
@@ -225,41 +226,15 @@ class Engine:
         for task in tasks:
             dataset = await self.store.get_dataset(task.dataset_id)
             assert dataset is not None
-            answer_scope = self._cache_scope(spec, run.tenant, task.model_id)
-            ctx = TaskContext(
-                task_id=task.task_id,
-                run_id=run_id,
-                model_id=task.model_id,
-                task_type=dataset.task_type,
-                prompt=await task_prompt(self.store, run.tenant, spec, dataset),
-                params=GenerationParams.model_validate(task.model["params"]),
-                policy=spec.retry_policy,
-                top_logprobs=TOP_LOGPROBS
-                if dataset.task_type is TaskType.MULTIPLE_CHOICE
-                and spec.choice_scoring_for(DatasetRef(dataset.name, dataset.benchmark_version))
-                is ChoiceScoring.LOGPROBS
-                else None,
-                pricing=Pricing.of(ModelIdentity.from_json(task.model).price),
-                cache_scope=answer_scope,
+            contexts += task_contexts(
+                task.task_id,
+                run_id,
+                TaskModels.from_json(task.model),
+                spec,
+                (DatasetRef(dataset.name, dataset.benchmark_version), dataset.task_type),
+                await task_prompt(self.store, run.tenant, spec, dataset),
+                functools.partial(self._cache_scope, spec, run.tenant),
             )
-            contexts.append(ctx)
-            judge = task.model.get("judge")
-            if spec.judge is not None and judge is not None:
-                judge_model = str(judge["model_id"])
-                contexts.append(
-                    TaskContext(
-                        task_id=task.task_id,
-                        run_id=run_id,
-                        model_id=judge_model,
-                        task_type=dataset.task_type,
-                        prompt=ctx.prompt,
-                        params=GenerationParams.model_validate(judge["params"]),
-                        policy=spec.retry_policy,
-                        pricing=Pricing.of(ModelIdentity.from_json(judge).price),
-                        judge=JudgePrompt(spec.judge, dataset.task_type, ctx.prompt),
-                        cache_scope=self._cache_scope(spec, run.tenant, judge_model),
-                    )
-                )
         self._contexts.load(run_id, contexts)
         if self.pages is not None:
             for task in tasks:
@@ -267,7 +242,7 @@ class Engine:
                 if (
                     not task.state.is_terminal
                     and task.counters.succeeded == 0
-                    and task.model.get("judge") is None
+                    and TaskModels.from_json(task.model).judge is None
                 ):
                     self.pages.open(
                         task.task_id,
@@ -524,8 +499,7 @@ class Engine:
 
 def _models_of(task: TaskRow) -> tuple[str, ...]:
     """The models a task calls: its own, and its judge's."""
-    judge = task.model.get("judge")
-    return (task.model_id,) if judge is None else (task.model_id, str(judge["model_id"]))
+    return TaskModels.from_json(task.model).model_ids
 
 
 async def _until_done(fn: Callable[[], Awaitable[None]], done: anyio.Event) -> None:

@@ -45,7 +45,6 @@ from evald_server.scoring import (
 from evald_server.store import ClaimedSubtask, SampleScoreRow, StoreError, SubtaskOutcome
 
 _log = logging.getLogger(__name__)
-PAGE_SIZE = 2000  # samples per page job
 # Above this, a task is scored from the store at the end: a session holds its pages'
 # columns and, while the workers are behind, committed samples with their records
 # (~0.5 kB each). At 100,000 samples (bench_e2e P3, latency 0: inference outruns one
@@ -104,7 +103,7 @@ class PageScoring:
         scoring: PageScoringPort,
         store_scores: StoreScores,
         *,
-        page_size: int = PAGE_SIZE,
+        page_size: int,
         max_samples: int = MAX_SAMPLES,
     ) -> None:
         self._scoring = scoring

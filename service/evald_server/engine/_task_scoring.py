@@ -16,7 +16,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -43,6 +43,7 @@ from evald_server.engine._results import (
     failure_errors,
 )
 from evald_server.engine._spec import RunSpec
+from evald_server.engine._task_models import TaskModels
 from evald_server.scoring import (
     EncodedPage,
     EncodedSample,
@@ -148,18 +149,18 @@ class TaskScorer:
             # Read while the task is scored (a worker's job): its answers no longer change.
             tg.start_soon(read_inputs)
             report, errors = await self._report(task_id, dataset.task_type, spec, counters)
-        judge_identity = task.model.get("judge")
+        models = TaskModels.from_json(task.model)
         judging: JudgeReport | None = None
         judge_profile: ExecutionProfile | None = None
         judge_errors: list[EvalError] = []
         (inputs,) = read
-        if spec.judge is not None and judge_identity is not None:
+        if spec.judge is not None and models.judge is not None:
             judging = await self._judge(task_id, spec.judge, spec.seed, inputs.counters.succeeded)
             judge_inputs = await self._store.profile_inputs(task_id, phase=SubtaskPhase.JUDGE)
             judge_profile = build_profile(
                 judge_inputs,
                 scoring_time_s=0.0,
-                priced=ModelIdentity.from_json(judge_identity).price is not None,
+                priced=models.judge.price is not None,
             )
             judge_errors = failure_errors(judge_inputs.failure_reasons, "judge call(s)")
             if report is not None:
@@ -185,15 +186,15 @@ class TaskScorer:
             profile=build_profile(
                 inputs,
                 scoring_time_s=scoring_time,
-                priced=ModelIdentity.from_json(task.model).price is not None,
+                priced=models.answer.price is not None,
             ),
             errors=errors,
             prompt_template_sha256=prompt.sha256(),
             seed=spec.seed,
             now=now,
             judge=None
-            if spec.judge is None or judge_identity is None
-            else _judge_provenance(judge_identity, spec.judge, judging),
+            if spec.judge is None or models.judge is None
+            else _judge_provenance(models.judge, spec.judge, judging),
             judge_profile=judge_profile,
         )
         scores: Iterable[SampleScoreRow] = _sample_rows(report, judging)
@@ -273,13 +274,13 @@ def _sample_rows(
 
 
 def _judge_provenance(
-    identity: dict[str, Any], spec: JudgeSpec, judging: JudgeReport | None
+    identity: ModelIdentity, spec: JudgeSpec, judging: JudgeReport | None
 ) -> JudgeProvenance:
     return JudgeProvenance(
-        model_id=str(identity["model_id"]),
-        provider=str(identity["provider"]),
-        provider_model=str(identity["provider_model"]),
-        params=dict(identity["params"]),
+        model_id=identity.model_id,
+        provider=identity.provider,
+        provider_model=identity.provider_model,
+        params=identity.params.model_dump(mode="json"),
         rubric_sha256=spec.rubric_sha256(),
         score_format=spec.score_format.value,
         scale_min=spec.scale_min,
