@@ -15,7 +15,10 @@ any case and in pieces, before it is cut or kept (``SecretScrubber``).
 What a provider can send is bounded per model: a non-streamed body by
 ``max_response_bytes`` (read in chunks, stopped one chunk past the cap), the answer
 text, streamed or not, by ``max_answer_bytes``, an SSE line by aiohttp's line limit.
-Hitting a cap is PROVIDER_BAD_RESPONSE naming the cap.
+Hitting a cap is PROVIDER_BAD_RESPONSE naming the cap. The numbers in an answer are
+checked by ``_answer_bounds`` (usage against ``context_tokens``), the rate-limit
+headers by ``_rate_limit_headers`` (resets capped at ``rate_limit_reset_cap_s``, limits
+below their floors ignored with one warning per header and reason).
 """
 
 import dataclasses
@@ -27,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from evald_server.config import ConfigError, ModelConfig
+from evald_server.providers._answer_bounds import AnswerBounds
 from evald_server.providers._base import Completion, ProviderFailure, ProviderRequest
 from evald_server.providers._openai_wire import (
     AnswerTooLarge,
@@ -100,6 +104,7 @@ class OpenAIProvider:
         self._scrub = SecretScrubber([] if self._key is None else [self._key.reveal()])
         self._max_response_bytes = model.max_response_bytes
         self._max_answer_bytes = model.max_answer_bytes
+        self._bounds = AnswerBounds.of(model)
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -173,7 +178,9 @@ class OpenAIProvider:
             raise failure
         try:
             raw = await _read_capped(response, self._max_response_bytes)
-            parsed = parse_completion(raw, max_answer_bytes=self._max_answer_bytes)
+            parsed = parse_completion(
+                raw, max_answer_bytes=self._max_answer_bytes, bounds=self._bounds
+            )
         except BodyTooLarge as exc:
             raise bad_response_failure(
                 f"response body exceeds max_response_bytes ({self._max_response_bytes} bytes) "
@@ -189,7 +196,7 @@ class OpenAIProvider:
         return _with_rate_limits(completion, response)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, started: float) -> Completion:
-        stream = StreamAccumulator(max_answer_bytes=self._max_answer_bytes)
+        stream = StreamAccumulator(max_answer_bytes=self._max_answer_bytes, bounds=self._bounds)
         ttft_s: float | None = None
         try:
             async for line in response.content:
@@ -223,6 +230,7 @@ class OpenAIProvider:
             completion_tokens=parsed.completion_tokens,
             finish_reason=parsed.finish_reason.value,
             top_logprobs=parsed.top_logprobs,
+            flags=parsed.flags,
         )
 
     def _translate(self, exc: BaseException, latency_s: float) -> ProviderFailure:
