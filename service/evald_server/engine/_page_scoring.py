@@ -149,7 +149,8 @@ class PageScoring:
         for outcome in batch:
             sample = self._answered.pop(outcome.row_id, None)
             session = self._sessions.get(outcome.task_id)
-            if sample is None or session is None:
+            # A success the committer had to store as a failure (unstorable) is none.
+            if sample is None or session is None or outcome.kind is not OutcomeKind.SUCCEEDED:
                 continue
             session.waiting.append(sample)
             session.committed += 1
