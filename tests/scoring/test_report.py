@@ -51,6 +51,8 @@ def test_public_surface() -> None:
         "ScoringSample",
         "SubjectAccuracy",
         "SummarizationPayload",
+        "UNSCORABLE_FLAG",
+        "UnscorableSample",
         "WorstExample",
         "bootstrap_distribution",
         "percentile_interval",

@@ -140,14 +140,15 @@ def task_ready_for_scoring(state: TaskState, counters: Counters) -> bool:
     return state in (TaskState.PENDING, TaskState.RUNNING) and inference_finished(counters)
 
 
-def task_outcome(counters: Counters, *, scorer_failed: bool) -> TaskState:
-    """A task's final state from its subtask counters."""
+def task_outcome(counters: Counters, *, scorer_failed: bool, unscorable: int = 0) -> TaskState:
+    """A task's final state from its subtask counters; ``unscorable``: successes its
+    scorer raised on and left out (the task is at best partial)."""
     if scorer_failed:
         return TaskState.FAILED
     if counters.succeeded == 0:
         only_cancelled = counters.cancelled > 0 and counters.failed_permanent == 0
         return TaskState.CANCELLED if only_cancelled else TaskState.FAILED
-    if counters.succeeded == counters.total:
+    if counters.succeeded == counters.total and not unscorable:
         return TaskState.SUCCEEDED
     return TaskState.PARTIAL
 

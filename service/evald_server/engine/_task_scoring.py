@@ -40,9 +40,11 @@ from evald_server.engine._results import (
     ModelIdentity,
     assemble_evaluation,
     failure_errors,
+    unscorable_error,
 )
 from evald_server.engine._spec import RunSpec
 from evald_server.scoring import (
+    UNSCORABLE_FLAG,
     EncodedPage,
     EncodedSample,
     SampleSource,
@@ -170,7 +172,14 @@ class TaskScorer:
         (inputs,) = read
         errors.extend(failure_errors(inputs.failure_reasons))
         errors.extend(judge_errors)
-        state = task_outcome(counters, scorer_failed=report is None and counters.succeeded > 0)
+        unscorable = () if report is None else report.unscorable
+        if report is not None and unscorable:
+            errors.append(unscorable_error(report.scorer, unscorable))
+        state = task_outcome(
+            counters,
+            scorer_failed=report is None and counters.succeeded > 0,
+            unscorable=len(unscorable),
+        )
         now = time.time()
         evaluation = assemble_evaluation(
             task,
@@ -261,6 +270,16 @@ def _sample_rows(
                 s.scores,
                 s.correct,
                 s.flags,
+                None if judgement is None else judgement.to_json(),
+            )
+        for sample in report.unscorable:  # left out of the metrics, flagged
+            row_id = int(sample.subtask_id)
+            judgement = judgements.pop(row_id, None)
+            yield SampleScoreRow(
+                row_id,
+                {},
+                None,
+                (UNSCORABLE_FLAG,),
                 None if judgement is None else judgement.to_json(),
             )
     for row_id, judgement in judgements.items():  # judged but not scored

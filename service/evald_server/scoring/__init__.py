@@ -19,6 +19,7 @@ from evald_server.scoring._intervals import (
     percentile_interval,
     wilson_interval,
 )
+from evald_server.scoring._isolation import UNSCORABLE_FLAG
 from evald_server.scoring._pages import (
     EncodedPage,
     EncodedSample,
@@ -55,9 +56,11 @@ from evald_server.scoring._types import (
     SampleScore,
     ScoreReport,
     ScoringSample,
+    UnscorableSample,
 )
 
 __all__ = [
+    "UNSCORABLE_FLAG",
     "BaseScorer",
     "ChoiceLetterStats",
     "ClassMetrics",
@@ -90,6 +93,7 @@ __all__ = [
     "ScoringSample",
     "SubjectAccuracy",
     "SummarizationPayload",
+    "UnscorableSample",
     "WorstExample",
     "bootstrap_distribution",
     "percentile_interval",
