@@ -138,6 +138,12 @@ def test_the_requests_wait_is_a_refill_at_the_limit_at_most_the_reset() -> None:
         x_ratelimit_reset_requests="0.25",
     )
     assert short_reset.requests_wait_s() == 0.25
+    at_the_floor = _parse(
+        x_ratelimit_limit_requests="1",
+        x_ratelimit_remaining_requests="0",
+        x_ratelimit_reset_requests="120",
+    )
+    assert at_the_floor.requests_wait_s() == 60.0  # one a minute: a minute, not the reset
     no_limit = _parse(x_ratelimit_remaining_requests="0", x_ratelimit_reset_requests="3")
     assert no_limit.requests_wait_s() == 3.0
     no_reset = _parse(x_ratelimit_limit_requests="60", x_ratelimit_remaining_requests="0")

@@ -193,9 +193,7 @@ def parse_duration(value: str | None) -> float | None:
     return total if end and end == len(text) and math.isfinite(total) else None
 
 
-def _number(value: str | None) -> float | None:
-    if value is None:
-        return None
+def _number(value: str) -> float | None:
     try:
         number = float(value.strip())
     except ValueError:
