@@ -95,6 +95,13 @@ class ModelConfig(_Section):
     # Bounds on what the provider may send back (docs/configuration.md, ``[[models]]``).
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
     max_answer_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1024 * 1024
+    # The model's context window in tokens: the most a provider may report using for one
+    # call (prompt + completion); beyond it the usage is unknown and the sample flagged
+    # (default: providers._answer_bounds.DEFAULT_CALL_TOKENS). At most 2^31 - 1, what
+    # the stores keep per call.
+    context_tokens: Annotated[int, Field(ge=1, le=(1 << 31) - 1)] | None = None
+    # The longest a provider's x-ratelimit-reset-* header may hold the model's calls.
+    rate_limit_reset_cap_s: Annotated[float, Field(ge=0.0, le=86_400.0)] = 600.0
     params: GenerationParams = GenerationParams()
     simulator: SimulatorSettings = SimulatorSettings()
     # Rate control, shared by every run on the model (docs/rate-limits-and-cost.md).

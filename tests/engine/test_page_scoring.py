@@ -7,6 +7,7 @@ that ends without a report keeps none of them."""
 
 import dataclasses
 import json
+import re
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -14,13 +15,15 @@ import anyio
 import pytest
 
 from evald_server.app import DatasetHeader, DatasetRef, Evald, RunSpec
-from evald_server.domain import TaskState, TaskType
+from evald_server.domain import ErrorReason, ResultStatus, RunState, TaskState, TaskType
 from evald_server.engine import TaskEvaluation
 from evald_server.engine._task_scoring import StoredSamples
+from evald_server.fake_provider import FakeChatRequest, FakeProvider
 from evald_server.scoring import ScoreReport, ScoringPool
-from tests._shared import simulated_model
+from tests._shared import classification_jsonl, simulated_model
 from tests.engine._page_scorers import FailingAtTheEnd
 from tests.engine._support import TENANT, make_config, wait_until_finished
+from tests.scoring._pool_scorers import ClassificationBreakingOnBoom
 
 pytestmark = pytest.mark.anyio
 RESAMPLES = 200
@@ -178,3 +181,50 @@ async def test_a_task_ending_without_a_report_keeps_no_sample_score(tmp_path: Pa
             assert [r.row_id for r in rows if r.scores is not None or r.correct is not None] == []
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("page_size", [4, 2000])
+async def test_a_sample_its_scorer_raises_on_is_left_out_and_the_task_is_partial(
+    tmp_path: Path, page_size: int
+) -> None:
+    """One answer the scorer cannot read: flagged unscorable and named in the task's
+    errors, every other sample scored, the task partial, and the engine goes on; whether
+    the task is scored in many pages or in its last one and the aggregation."""
+
+    def answer(chat: FakeChatRequest) -> str:
+        return "BOOM" if re.search(r"review number 3\b", chat.last_content) else "pos"
+
+    pool = ScoringPool(1, scorers={TaskType.CLASSIFICATION: ClassificationBreakingOnBoom()})
+    try:
+        async with FakeProvider(answer=answer) as fake:
+            config = make_config(
+                tmp_path, [fake.model_config("m1")], engine={"score_page_size": page_size}
+            )
+            async with Evald.open(config, scoring=pool) as app:
+                header = DatasetHeader("d", "1.0.0", TaskType.CLASSIFICATION)
+                await app.datasets.upload(TENANT, header, [classification_jsonl(12)])
+                spec = RunSpec(models=("m1",), datasets=(DatasetRef("d", "1.0.0"),))
+                runs = []
+                for _ in range(2):  # the second run: the engine still serves
+                    run = await app.runs.create(TENANT, spec)
+                    await wait_until_finished(app, run.run_id)
+                    runs.append(run.run_id)
+                (result,) = (await app.runs.results(TENANT, runs[0])).items
+                (task,) = await app.engine.store.get_tasks(runs[0])
+                samples = (await app.runs.samples(TENANT, runs[0], page_size=100)).items
+                second = await app.runs.get(TENANT, runs[1])
+    finally:
+        pool.close()
+    assert task.state is TaskState.PARTIAL
+    assert result.status is ResultStatus.PARTIAL_SUCCESS
+    (error,) = [e for e in result.errors if e.reason is ErrorReason.SCORER_FAILED]
+    assert "raised on 1 sample(s) alone (records r3;" in error.message
+    assert "cannot read the answer of r3" in error.message
+    report = result.report
+    assert report is not None
+    assert report.scored_samples == 11
+    assert report.metrics["accuracy"] == pytest.approx(5 / 11)  # "pos" right for r1, r5, ...
+    flagged = {s.record_id: s.flags for s in samples}
+    assert flagged["r3"] == ("unscorable",)
+    assert all(s.scores for s in samples if s.record_id != "r3")
+    assert second.state is RunState.PARTIAL

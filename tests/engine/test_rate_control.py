@@ -10,7 +10,7 @@ from evald_server.app import DatasetRef, Evald, RetryPolicy, RunSpec
 from evald_server.config import ConfigError, GenerationParams
 from evald_server.domain import RunState
 from evald_server.engine import MODEL_LIMIT
-from evald_server.fake_provider import FakeConfig, FakeProvider, Quota
+from evald_server.fake_provider import Behaviour, FakeConfig, FakeProvider, FaultRate, Quota
 from tests.engine._support import TENANT, InlineScoring, make_config, upload, wait_until_finished
 
 pytestmark = pytest.mark.anyio
@@ -164,3 +164,37 @@ def test_start_above_the_bounds_is_refused_naming_the_key(tmp_path: Path) -> Non
                 }
             ],
         )
+
+
+async def test_hostile_headers_neither_hold_the_model_for_decades_nor_become_its_budget(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every answer says: nothing left until 10^9 s from now, and a limit of 0.001 a minute.
+    hostile = Behaviour.scripted(
+        headers={
+            "x-ratelimit-limit-requests": "0.001",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "1e9",
+            "x-ratelimit-limit-tokens": "0",
+        }
+    )
+    async with FakeProvider(FakeConfig(faults=(FaultRate(hostile, 1.0),))) as fake:
+        config = make_config(
+            tmp_path, [fake.model_config("m1", max_concurrency=1, rate_limit_reset_cap_s=0.05)]
+        )
+        async with Evald.open(config, scoring=InlineScoring()) as app:
+            await upload(app, "ds", 4)
+            spec = RunSpec(models=("m1",), datasets=(DatasetRef("ds", "1.0.0"),))
+            run = await app.runs.create(TENANT, spec)
+            await wait_until_finished(app, run.run_id, timeout_s=60)
+            assert (await app.runs.get(TENANT, run.run_id)).state is RunState.SUCCEEDED
+            (rate,) = app.engine.rate_stats()
+        assert fake.journal.outcomes() == {"scripted": 4}
+    assert rate.held_until_s <= 0.05  # the cap, not 10^9 s
+    assert not rate.learned
+    assert (rate.requests_per_minute, rate.tokens_per_minute) == (None, None)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for header in ("x-ratelimit-limit-requests", "x-ratelimit-reset-requests"):
+        named = [w for w in warnings if f"provider header {header}:" in w]
+        assert len(named) == 1, warnings  # once, not at every answer
+    assert any("x-ratelimit-limit-tokens: 0 ignored: below the floor" in w for w in warnings)

@@ -272,3 +272,59 @@ async def test_latency_delays_the_answer(fake: FakeProvider) -> None:
     [entry] = fake.journal.entries
     assert entry.finished_at is not None
     assert entry.finished_at - entry.started_at >= 0.029
+
+
+async def test_a_scripted_answer_sends_its_fields_and_headers_verbatim(fake: FakeProvider) -> None:
+    usage = {"prompt_tokens": 10**30, "completion_tokens": -1}
+    fake.configure(
+        sequence=(
+            Behaviour.scripted(
+                content="x\ud800",
+                finish_reason=7,
+                usage=usage,
+                logprobs={"content": [{"token": "x", "logprob": float("nan")}]},
+                headers={"x-ratelimit-reset-requests": "99999999h"},
+            ),
+            Behaviour.scripted(usage=None),
+            Behaviour.error(429, headers={"Retry-After": "1e9"}),
+        )
+    )
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            fake.base_url + "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        ) as response:
+            assert response.headers["x-ratelimit-reset-requests"] == "99999999h"
+            raw = await response.read()
+        assert b'"x\\ud800"' in raw  # escaped as a provider would send it
+        body = json.loads(raw)
+        choice = body["choices"][0]
+        assert (choice["finish_reason"], body["usage"]) == (7, usage)
+        assert (
+            choice["logprobs"]["content"][0]["logprob"]
+            != choice["logprobs"]["content"][0]["logprob"]
+        )  # NaN
+        async with session.post(
+            fake.base_url + "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        ) as response:
+            events = [line async for line in response.content if line.startswith(b"data:")]
+        async with session.post(
+            fake.base_url + "/v1/chat/completions", json={"model": "m", "messages": []}
+        ) as response:
+            assert (response.status, response.headers["Retry-After"]) == (429, "1e9")
+    chunks = [json.loads(e[5:]) for e in events[:-1]]
+    assert events[-1].strip() == b"data: [DONE]"
+    assert chunks[1]["choices"][0]["delta"]["content"] == "hi"  # content not scripted: the echo
+    assert chunks[2]["choices"][0]["finish_reason"] == "stop"
+    assert "usage" not in chunks[-1] or chunks[-1]["usage"] is None
+    assert [e.outcome for e in fake.journal.entries] == ["scripted", "scripted", "http_429"]
+
+
+def test_scripted_behaviours_round_trip_and_refuse_unknown_fields() -> None:
+    scripted = Behaviour.scripted(usage={"prompt_tokens": 1}, headers={"a": "b"}, content=None)
+    assert Behaviour.from_json(json.loads(json.dumps(scripted.to_json()))) == scripted
+    with pytest.raises(ValueError, match="unknown answer fields"):
+        Behaviour.scripted(text="x")
+    with pytest.raises(ValueError, match="unknown answer fields"):
+        Behaviour.from_json({"kind": "scripted", "fields": {"choices": []}})

@@ -47,27 +47,70 @@ def test_the_first_tokens_alternatives_are_read() -> None:
     assert parse_completion(raw).top_logprobs == tuple(LETTERS)
     # No top list: the token itself.
     only_token = {"content": [{"token": "C", "logprob": -0.5}]}
-    assert first_token_alternatives(_choice(only_token)) == (("C", -0.5),)
+    assert first_token_alternatives(_choice(only_token)) == ((("C", -0.5),), ())
+
+
+@pytest.mark.parametrize("block", [None, {}, {"content": None}, {"content": []}])
+def test_absent_logprobs_read_as_none_unflagged_and_the_answer_stands(block: Any) -> None:
+    raw = json.dumps({"choices": [_choice(block)]}).encode()
+    parsed = parse_completion(raw)
+    assert parsed.text == "B"
+    assert parsed.top_logprobs is None
+    assert parsed.flags == ()
 
 
 @pytest.mark.parametrize(
     "block",
     [
-        None,
-        {},
-        {"content": None},
-        {"content": []},
+        5,
+        {"content": "B"},
         {"content": ["B"]},
         {"content": [{"token": "B", "logprob": "high"}]},
         {"content": [{"token": 3, "logprob": -1.0}]},
         {"content": [{"token": "B", "logprob": True}]},
+        # Out of bounds: a log-probability is finite and at most 0.
+        {"content": [{"token": "B", "logprob": 0.5}]},
+        {
+            "content": [
+                {
+                    "token": "B",
+                    "logprob": -0.1,
+                    "top_logprobs": [
+                        {"token": "B", "logprob": -0.1},
+                        {"token": "A", "logprob": 1e308},
+                    ],
+                }
+            ]
+        },
     ],
 )
-def test_absent_or_malformed_logprobs_read_as_none_and_the_answer_stands(block: Any) -> None:
+def test_invalid_logprobs_read_as_none_flagged_and_the_answer_stands(block: Any) -> None:
     raw = json.dumps({"choices": [_choice(block)]}).encode()
     parsed = parse_completion(raw)
     assert parsed.text == "B"
     assert parsed.top_logprobs is None
+    assert parsed.flags == ("logprobs_invalid",)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_logprobs_are_invalid(value: str) -> None:
+    entry = '{"token": "B", "logprob": ' + value + "}"
+    raw = '{"choices": [{"message": {"content": "B"}, "logprobs": {"content": [' + entry + "]}}]}"
+    parsed = parse_completion(raw.encode())
+    assert (parsed.top_logprobs, parsed.flags) == (None, ("logprobs_invalid",))
+
+
+def test_more_alternatives_than_asked_for_keep_the_likeliest_in_order() -> None:
+    listed = [{"token": f"t{i}", "logprob": -float(i % 7)} for i in range(30)]
+    block = {"content": [{"token": "t0", "logprob": 0.0, "top_logprobs": listed}]}
+    parsed = parse_completion(json.dumps({"choices": [_choice(block)]}).encode())
+    assert parsed.top_logprobs is not None
+    assert len(parsed.top_logprobs) == 20
+    kept = [token for token, _ in parsed.top_logprobs]
+    assert kept == sorted(kept, key=lambda t: int(t[1:]))  # the provider's order
+    assert min(p for _, p in parsed.top_logprobs) >= max(
+        float(e["logprob"]) for e in listed if e["token"] not in kept
+    )
 
 
 def test_a_stream_takes_them_from_the_first_chunk_that_has_them() -> None:

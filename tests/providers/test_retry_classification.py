@@ -7,6 +7,7 @@ import pytest
 from evald_server.domain import ErrorReason
 from evald_server.providers import RetryKind, classify_status, parse_retry_after
 from evald_server.providers._retry_classification import (
+    RETRY_AFTER_MAX_S,
     bad_response_failure,
     connection_failure,
     status_failure,
@@ -66,6 +67,12 @@ def test_the_error_table_agrees_on_retryability() -> None:
         ({"Retry-After": "tomorrow"}, None),
         ({"Retry-After": ""}, None),
         ({}, None),
+        # No provider holds a call longer than the bound any retry policy allows.
+        ({"Retry-After": "1e9"}, 86_400.0),
+        ({"Retry-After": "86400"}, 86_400.0),
+        ({"Retry-After": "86399.5"}, 86_399.5),
+        ({"retry-after-ms": "1e15"}, 86_400.0),
+        ({"Retry-After": "1e400"}, None),  # infinite as a float
     ],
 )
 def test_retry_after_numbers(headers: dict[str, str], expected: float | None) -> None:
@@ -77,6 +84,8 @@ def test_retry_after_http_date() -> None:
     past = email.utils.formatdate(NOW - 30, usegmt=True)
     assert parse_retry_after({"Retry-After": future}, now=NOW) == pytest.approx(30.0)
     assert parse_retry_after({"Retry-After": past}, now=NOW) == 0.0
+    far = email.utils.formatdate(NOW + 10**9, usegmt=True)
+    assert parse_retry_after({"Retry-After": far}, now=NOW) == RETRY_AFTER_MAX_S == 86_400.0
     # RFC 9110's example date, measured from a fixed clock.
     assert parse_retry_after(
         {"Retry-After": "Fri, 31 Dec 1999 23:59:59 GMT"}, now=946684799.0 - 12

@@ -3,11 +3,14 @@
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from evald_server.domain import TaskType
 from evald_server.scoring import ScoreReport, ScoringSample, score_task
+from evald_server.scoring._classification import ClassificationScorer
+from evald_server.scoring._qa import QaScorer
 
 _MAX_WAIT_S = 30.0  # every wait is bounded; the pool kills these workers far sooner
 
@@ -71,3 +74,39 @@ class WaitingScorer:
         report = score_task(TaskType.GENERATION, samples, seed=seed, resamples=resamples)
         metrics = {"pid": float(os.getpid()), "saw_go_file": float(go_file.exists())}
         return dataclasses.replace(report, metrics=metrics)
+
+
+class ClassificationBreakingOnBoom(ClassificationScorer):
+    """Classification that raises on any sample whose output says BOOM (and on the
+    whole task when every output does): one bad row, not a broken scorer."""
+
+    def _match(
+        self, scored: Sequence[ScoringSample], labels: tuple[str, ...]
+    ) -> tuple[Any, Any, list[Any]]:
+        for sample in scored:
+            if "BOOM" in (sample.output or ""):
+                raise ValueError(f"cannot read the answer of {sample.record_id}")
+        return super()._match(scored, labels)
+
+
+class QaBreakingOnBoom(QaScorer):
+    """QA (a ``streams`` scorer: whole tasks are measured page by page) that raises on
+    any sample whose output says BOOM."""
+
+    def measure(
+        self, scored: Sequence[ScoringSample], every: Sequence[ScoringSample], state: Any
+    ) -> tuple[list[Any], dict[str, Any]]:
+        for sample in scored:
+            if "BOOM" in (sample.output or ""):
+                raise ValueError(f"cannot read the answer of {sample.record_id}")
+        return super().measure(scored, every, state)
+
+
+class QaBreakingOnItsExample(QaScorer):
+    """QA whose worst example of a record marked ``boom`` cannot be written: it raises
+    after the page's samples were measured."""
+
+    def expected_text(self, record: Mapping[str, Any]) -> str:
+        if record.get("boom"):
+            raise ValueError("cannot show this record")
+        return super().expected_text(record)

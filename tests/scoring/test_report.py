@@ -54,6 +54,8 @@ def test_public_surface() -> None:
         "ScoringSample",
         "SubjectAccuracy",
         "SummarizationPayload",
+        "UNSCORABLE_FLAG",
+        "UnscorableSample",
         "WorstExample",
         "bootstrap_distribution",
         "majority_correct",

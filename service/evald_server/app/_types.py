@@ -187,7 +187,7 @@ class Sample:
             expected=expected_text(task_type, row.fields),
             output=row.output,
             scores=row.scores or {},
-            flags=row.flags,
+            flags=row.answer_flags + row.flags,
             correct=row.correct,
             attempts=row.requests,
             latency_ms=None if row.latency_s is None else row.latency_s * 1000.0,

@@ -148,15 +148,18 @@ def task_ready_for_scoring(state: TaskState, counters: Counters) -> bool:
     return state in (TaskState.PENDING, TaskState.RUNNING) and inference_finished(counters)
 
 
-def task_outcome(counters: Counters, *, scorer_failed: bool, unjudged: int = 0) -> TaskState:
+def task_outcome(
+    counters: Counters, *, scorer_failed: bool, unjudged: int = 0, unscorable: int = 0
+) -> TaskState:
     """A task's final state from its subtask counters; ``unjudged``: answers a judged
-    task's judge could not grade (or never graded), which leave it partial."""
+    task's judge could not grade (or never graded); ``unscorable``: successes its scorer
+    raised on and left out. Either leaves the task partial at best."""
     if scorer_failed:
         return TaskState.FAILED
     if counters.succeeded == 0:
         only_cancelled = counters.cancelled > 0 and counters.failed_permanent == 0
         return TaskState.CANCELLED if only_cancelled else TaskState.FAILED
-    if counters.succeeded == counters.total and unjudged == 0:
+    if counters.succeeded == counters.total and unjudged == 0 and unscorable == 0:
         return TaskState.SUCCEEDED
     return TaskState.PARTIAL
 

@@ -5,8 +5,16 @@ the committer writes a batch when it reaches ``max_batch`` outcomes or when its 
 outcome has waited ``max_delay_s``, whichever comes first. An outcome counts as done —
 progress, events, task completion — only in ``on_committed``, after its transaction
 has committed.
+
+One bad outcome never takes the batch (or the server) with it: a batch the store
+cannot keep (``UnstorableOutcome``: a number out of range, text it cannot encode) is
+written again in halves, down to the outcome that fails alone, which is replaced by a
+permanent failure of its subtask naming what could not be stored. Every other outcome
+of the batch is stored, in order. Only a failure the store itself cannot record stops
+the committer (and the server), as a lost or full store does.
 """
 
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -14,7 +22,10 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 import anyio.abc
 
-from evald_server.store import CompletionReport, Store, SubtaskOutcome
+from evald_server.domain import ErrorReason, EvalError, OutcomeKind
+from evald_server.store import CompletionReport, Store, SubtaskOutcome, UnstorableOutcome
+
+_log = logging.getLogger(__name__)
 
 OnCommitted = Callable[[Sequence[SubtaskOutcome], CompletionReport], Awaitable[None]]
 
@@ -87,7 +98,48 @@ class Committer:
                 await self._flush(batch)
 
     async def _flush(self, batch: list[SubtaskOutcome]) -> None:
-        report = await self._store.complete(batch, time.time())
+        """Commit ``batch``, or its parts around the outcome the store cannot keep."""
+        try:
+            report = await self._store.complete(batch, time.time())
+        except UnstorableOutcome as exc:
+            if len(batch) > 1:
+                half = len(batch) // 2  # a bad outcome is in one half: the other commits
+                await self._flush(batch[:half])
+                await self._flush(batch[half:])
+                return
+            # This one alone. Its failure keeps nothing of it; should even that be
+            # refused, the store is at fault, not the row: UnstorableOutcome stops us.
+            batch = [_unstorable(batch[0], exc)]
+            report = await self._store.complete(batch, time.time())
         self.batches += 1
         self.committed += report.applied
         await self._on_committed(batch, report)
+
+
+def _unstorable(outcome: SubtaskOutcome, exc: UnstorableOutcome) -> SubtaskOutcome:
+    """The outcome the store refused, as a permanent failure of its subtask that keeps
+    nothing of it but its identity and says what could not be stored."""
+    _log.error(
+        "the outcome of subtask row %d (task %s) cannot be stored (%s); the subtask fails",
+        outcome.row_id,
+        outcome.task_id,
+        exc.detail,
+    )
+    error = EvalError.of(
+        ErrorReason.INTERNAL_ERROR,
+        f"the outcome of this call could not be stored ({exc.detail}); "
+        "the rest of its batch was stored",
+    )
+    return SubtaskOutcome(
+        row_id=outcome.row_id,
+        run_id=outcome.run_id,
+        task_id=outcome.task_id,
+        model_id=outcome.model_id,
+        record_idx=outcome.record_idx,
+        repeat_index=outcome.repeat_index,
+        kind=OutcomeKind.FAILED_PERMANENT,
+        attempted=outcome.attempted,
+        error=error,
+        phase=outcome.phase,
+        judge_round=outcome.judge_round,
+    )

@@ -134,6 +134,7 @@ async def call_model(
         # Asked and none came back is stored as empty: the scorer counts the fallback.
         top_logprobs=None if ctx.top_logprobs is None else (completion.top_logprobs or ()),
         finish_reason=completion.finish_reason,
+        answer_flags=completion.flags,
         cost=call_cost(
             ctx.pricing,
             completion.prompt_tokens,

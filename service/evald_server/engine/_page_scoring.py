@@ -20,8 +20,11 @@ written, and the aggregation job is sent the pages without their per-sample scor
 the stored scores cleared by its finish (``TaskFinish.clear_scores``).
 
 Every doubt falls back to scoring the whole task from the store: a page job that
-failed, a count of committed successes that differs from the store's, a cancelled run,
-a page scored against a label set that the task's final one differs from.
+failed (for whatever reason: a page job never takes the engine down), a count of
+committed successes that differs from the store's, a cancelled run, a page scored
+against a label set that the task's final one differs from. A sample the scorer raised
+on alone is left out of its page (``unscorable``), stored flagged, and named in the
+task's result.
 """
 
 import dataclasses
@@ -36,13 +39,14 @@ import anyio.abc
 
 from evald_server.domain import OutcomeKind, TaskType
 from evald_server.scoring import (
+    UNSCORABLE_FLAG,
     SampleScores,
     ScoredPage,
     ScoreReport,
     ScoringFailure,
     ScoringSample,
 )
-from evald_server.store import ClaimedSubtask, SampleScoreRow, StoreError, SubtaskOutcome
+from evald_server.store import ClaimedSubtask, SampleScoreRow, SubtaskOutcome
 
 _log = logging.getLogger(__name__)
 # Above this, a task is scored from the store at the end: a session holds its pages'
@@ -148,7 +152,8 @@ class PageScoring:
         for outcome in batch:
             sample = self._answered.pop(outcome.row_id, None)
             session = self._sessions.get(outcome.task_id)
-            if sample is None or session is None:
+            # A success the committer had to store as a failure (unstorable) is none.
+            if sample is None or session is None or outcome.kind is not OutcomeKind.SUCCEEDED:
                 continue
             session.waiting.append(sample)
             session.committed += 1
@@ -206,12 +211,15 @@ class PageScoring:
                 failure.error.message,
             )
             session.broken = True
+        except Exception:  # a bug: this task is scored whole, the engine goes on
+            _log.exception("page scoring of task %s failed; it is scored whole", session.task_id)
+            session.broken = True
         else:
             session.context = scored.context
             self.pages_scored += 1
             try:
                 await self._store_scores(_score_rows(scored))
-            except StoreError as exc:
+            except Exception as exc:  # StoreError, or a score the store cannot keep
                 _log.warning(
                     "storing the page scores of task %s failed (%s); it is scored whole at the end",
                     session.task_id,
@@ -255,3 +263,5 @@ class PageScoring:
 def _score_rows(page: ScoredPage) -> Iterator[SampleScoreRow]:
     for score in page.sample_scores:
         yield SampleScoreRow(int(score.subtask_id), score.scores, score.correct, score.flags)
+    for sample in page.unscorable:
+        yield SampleScoreRow(int(sample.subtask_id), {}, None, (UNSCORABLE_FLAG,))

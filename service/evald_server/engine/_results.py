@@ -14,7 +14,7 @@ and one per reason samples failed with), and the provenance of this process.
 import dataclasses
 import platform
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ from evald_server.domain import (
     from_jsonable,
     to_jsonable,
 )
-from evald_server.scoring import ScoreReport, scorer_dependencies
+from evald_server.scoring import ScoreReport, UnscorableSample, scorer_dependencies
 from evald_server.store import DatasetRow, TaskRow
 
 CONTRACT_VERSION = "1.4.0"
@@ -225,6 +225,23 @@ def failure_errors(
         for reason, count in failure_reasons
         if reason in ErrorReason.__members__.values()
     ]
+
+
+def unscorable_error(scorer: str, samples: Sequence[UnscorableSample]) -> EvalError:
+    """The error naming the samples a scorer raised on alone and left out."""
+    named = ", ".join(s.record_id for s in samples[:_NAMED]) + (
+        ", …" if len(samples) > _NAMED else ""
+    )
+    return EvalError.of(
+        ErrorReason.SCORER_FAILED,
+        f"scorer {scorer} raised on {len(samples)} sample(s) alone (records {named}; "
+        f"the first: {samples[0].error}); they are flagged unscorable and left out of "
+        "the metrics",
+        samples=len(samples),
+    )
+
+
+_NAMED = 5  # records an error names; the samples' flags name every one
 
 
 def assemble_evaluation(

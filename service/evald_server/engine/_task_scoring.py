@@ -41,10 +41,12 @@ from evald_server.engine._results import (
     ModelIdentity,
     assemble_evaluation,
     failure_errors,
+    unscorable_error,
 )
 from evald_server.engine._spec import RunSpec
 from evald_server.engine._task_models import TaskModels
 from evald_server.scoring import (
+    UNSCORABLE_FLAG,
     EncodedPage,
     EncodedSample,
     SampleSource,
@@ -172,10 +174,14 @@ class TaskScorer:
         scoring_time = time.perf_counter() - started
         errors.extend(failure_errors(inputs.failure_reasons))
         errors.extend(judge_errors)
+        unscorable = () if report is None else report.unscorable
+        if report is not None and unscorable:
+            errors.append(unscorable_error(report.scorer, unscorable))
         state = task_outcome(
             counters,
             scorer_failed=report is None and counters.succeeded > 0,
             unjudged=0 if judging is None else judging.unjudged,
+            unscorable=len(unscorable),
         )
         now = time.time()
         evaluation = assemble_evaluation(
@@ -267,6 +273,16 @@ def _sample_rows(
                 s.scores,
                 s.correct,
                 s.flags,
+                None if judgement is None else judgement.to_json(),
+            )
+        for sample in report.unscorable:  # left out of the metrics, flagged
+            row_id = int(sample.subtask_id)
+            judgement = judgements.pop(row_id, None)
+            yield SampleScoreRow(
+                row_id,
+                {},
+                None,
+                (UNSCORABLE_FLAG,),
                 None if judgement is None else judgement.to_json(),
             )
     for row_id, judgement in judgements.items():  # judged but not scored

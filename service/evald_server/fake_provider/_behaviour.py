@@ -41,6 +41,11 @@ class Kind(StrEnum):
     # ``delta_bytes`` deltas that ends after ``body_bytes`` (0: never, until the client
     # goes away). Generated piece by piece: the fake itself stays small.
     FLOOD = "flood"
+    # HTTP 200 whose answer fields are given verbatim (``fields``: ``content``,
+    # ``finish_reason``, ``logprobs``, ``usage``; any JSON, however out of bounds), in
+    # one body or, streamed, in the chunks that carry them. A field not given is what
+    # an ``ok`` answer has (no logprobs).
+    SCRIPTED = "scripted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,10 @@ class Behaviour:
     after_chunks: int = 1  # INTERRUPTED: events sent before the bare [DONE]
     body_bytes: int = 100 * 1024 * 1024  # FLOOD: content bytes (0: endless stream)
     delta_bytes: int = 60_000  # FLOOD: content bytes per streamed delta
+    fields: Mapping[str, Any] | None = None  # SCRIPTED: the answer's fields, verbatim
+    # Response headers added to an ok, scripted or error answer (rate-limit headers,
+    # Retry-After, whatever a test wants the client to read), as (name, value) pairs.
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def ok(
@@ -69,6 +78,26 @@ class Behaviour:
         finish_reason: str | None = None,
     ) -> "Behaviour":
         return cls(Kind.OK, answer=answer, latency_ms=latency_ms, finish_reason=finish_reason)
+
+    @classmethod
+    def scripted(
+        cls,
+        *,
+        headers: Mapping[str, str] | None = None,
+        latency_ms: float | None = None,
+        **fields: Any,
+    ) -> "Behaviour":
+        """A 200 answer whose ``fields`` (content, finish_reason, logprobs, usage) are
+        sent verbatim, with ``headers``."""
+        unknown = set(fields) - SCRIPTED_FIELDS
+        if unknown:
+            raise ValueError(f"scripted: unknown answer fields {sorted(unknown)}")
+        return cls(
+            Kind.SCRIPTED,
+            fields=fields,
+            headers=tuple((headers or {}).items()),
+            latency_ms=latency_ms,
+        )
 
     @classmethod
     def interrupted(cls, *, after_chunks: int = 1, answer: str | None = None) -> "Behaviour":
@@ -91,6 +120,7 @@ class Behaviour:
         retry_after_ms: float | None = None,
         retry_after_http_date: bool = False,
         message: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> "Behaviour":
         if not 400 <= status <= 599:
             raise ValueError(f"error status must be 4xx or 5xx, got {status}")
@@ -101,6 +131,7 @@ class Behaviour:
             retry_after_ms=retry_after_ms,
             retry_after_http_date=retry_after_http_date,
             message=message,
+            headers=tuple((headers or {}).items()),
         )
 
     @classmethod
@@ -136,9 +167,10 @@ class Behaviour:
         return f"http_{self.status}" if self.kind is Kind.STATUS else self.kind.value
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in _fields(self).items() if v != _DEFAULT_FIELDS[k]} | {
-            "kind": self.kind.value
-        }
+        data = {k: v for k, v in _fields(self).items() if v != _DEFAULT_FIELDS[k]}
+        if "headers" in data:
+            data["headers"] = [list(pair) for pair in self.headers]
+        return data | {"kind": self.kind.value}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Behaviour":
@@ -147,10 +179,16 @@ class Behaviour:
             raise ValueError(f"behaviour: unknown fields {sorted(unknown)}")
         values = dict(data)
         values["kind"] = Kind(values.get("kind", "ok"))
+        values["headers"] = tuple((str(k), str(v)) for k, v in values.get("headers", ()))
         behaviour = cls(**values)
         if behaviour.kind is Kind.STATUS:
             cls.error(behaviour.status)  # validates the status range
+        if behaviour.kind is Kind.SCRIPTED:
+            cls.scripted(**dict(behaviour.fields or {}))  # validates the field names
         return behaviour
+
+
+SCRIPTED_FIELDS = frozenset({"content", "finish_reason", "logprobs", "usage"})
 
 
 def _fields(behaviour: Behaviour) -> dict[str, Any]:

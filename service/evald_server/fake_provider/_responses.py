@@ -4,7 +4,7 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 _PIECES = re.compile(r"\S+\s*|\s+")
@@ -119,6 +119,56 @@ def stream_events(
 
 
 DONE_EVENT = b"data: [DONE]\n\n"
+
+
+def _verbatim(data: dict[str, Any]) -> bytes:
+    # ASCII-escaped: a scripted lone surrogate goes out as its JSON escape, as a
+    # provider's would; NaN and Infinity as the bare tokens Python's JSON reads back.
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def scripted_body(
+    seq: int, model: str, fields: Mapping[str, Any], text: str, usage: dict[str, int] | None
+) -> bytes:
+    """A completion whose ``fields`` (content, finish_reason, logprobs, usage) are given
+    verbatim; a field not given is the plain answer's (``text``, "stop", ``usage``)."""
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": fields.get("content", text)},
+        "finish_reason": fields.get("finish_reason", "stop"),
+    }
+    if "logprobs" in fields:
+        choice["logprobs"] = fields["logprobs"]
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-fake-{seq}",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [choice],
+    }
+    if "usage" in fields or usage is not None:
+        body["usage"] = fields.get("usage", usage)
+    return _verbatim(body)
+
+
+def scripted_events(
+    seq: int, model: str, fields: Mapping[str, Any], text: str, usage: dict[str, int] | None
+) -> Iterator[bytes]:
+    """The same answer streamed: role, the content in one delta (with the logprobs),
+    the finish_reason, the usage, [DONE]."""
+    head = {"id": f"chatcmpl-fake-{seq}", "object": "chat.completion.chunk", "model": model}
+
+    def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        return b"data: " + _verbatim({**head, "choices": choices, **extra}) + b"\n\n"
+
+    yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}}])
+    piece: dict[str, Any] = {"index": 0, "delta": {"content": fields.get("content", text)}}
+    if "logprobs" in fields:
+        piece["logprobs"] = fields["logprobs"]
+    yield event([piece])
+    yield event([{"index": 0, "delta": {}, "finish_reason": fields.get("finish_reason", "stop")}])
+    if "usage" in fields or usage is not None:
+        yield event([], usage=fields.get("usage", usage))
+    yield DONE_EVENT
 
 
 def flood_body(seq: int, model: str, content_bytes: int, piece_bytes: int) -> Iterator[bytes]:

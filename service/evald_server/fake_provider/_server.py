@@ -41,6 +41,8 @@ from evald_server.fake_provider._responses import (
     flood_body,
     flood_events,
     retry_headers,
+    scripted_body,
+    scripted_events,
     stream_events,
     tokens,
     truncate,
@@ -290,6 +292,7 @@ class FakeProvider:
         interrupt: asyncio.Event,
         quota_headers: Mapping[str, str],
     ) -> web.StreamResponse:
+        scripted_headers = dict(behaviour.headers)
         if behaviour.kind is Kind.STATUS:
             headers = retry_headers(
                 behaviour.retry_after_s,
@@ -297,7 +300,8 @@ class FakeProvider:
                 http_date=behaviour.retry_after_http_date,
             )
             message = behaviour.message or f"fake {behaviour.label}"
-            return _error(behaviour.status, message, headers)
+            return _error(behaviour.status, message, {**headers, **scripted_headers})
+        quota_headers = {**quota_headers, **scripted_headers}
         if behaviour.kind is Kind.MALFORMED and not stream:
             return web.Response(body=MALFORMED_BODY, content_type=_JSON)
         if behaviour.kind is Kind.FLOOD:
@@ -319,6 +323,18 @@ class FakeProvider:
             )
         if config.send_usage:
             entry.prompt_tokens, entry.completion_tokens = prompt_tokens, tokens(text)
+        if behaviour.kind is Kind.SCRIPTED:
+            return await self._scripted(
+                request,
+                behaviour,
+                chat,
+                entry,
+                stream,
+                text,
+                prompt_tokens,
+                quota_headers,
+                include_usage=include_usage and config.send_usage,
+            )
         if not stream:
             body = completion_body(
                 entry.seq,
@@ -355,6 +371,36 @@ class FakeProvider:
                 self._cut_short.add(entry.seq)
                 await response.write(DONE_EVENT)
                 break
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+    async def _scripted(
+        self,
+        request: web.Request,
+        behaviour: Behaviour,
+        chat: FakeChatRequest,
+        entry: JournalEntry,
+        stream: bool,
+        text: str,
+        prompt_tokens: int,
+        headers: Mapping[str, str],
+        *,
+        include_usage: bool,
+    ) -> web.StreamResponse:
+        fields = behaviour.fields or {}
+        counted = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": tokens(text),
+            "total_tokens": prompt_tokens + tokens(text),
+        }
+        if not stream:
+            body = scripted_body(entry.seq, chat.model, fields, text, counted)
+            return web.Response(body=body, content_type=_JSON, headers=headers)
+        response = _event_stream(headers)
+        await response.prepare(request)
+        usage = counted if include_usage else None
+        for event in scripted_events(entry.seq, chat.model, fields, text, usage):
             await response.write(event)
         await response.write_eof()
         return response

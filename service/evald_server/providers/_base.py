@@ -34,8 +34,10 @@ class ProviderRequest:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One answer. Token counts are ``None`` when the provider reported no usage;
-    ``finish_reason`` is stop / length / content_filter / tool_calls / unknown."""
+    """One answer, within the bounds of ``_answer_bounds``. Token counts are ``None``
+    when the provider reported no usage (or usage out of bounds); ``finish_reason`` is
+    stop / length / content_filter / tool_calls / unknown; ``flags`` name what the
+    provider sent outside its bounds (``usage_invalid``, ``logprobs_invalid``, ...)."""
 
     text: str
     latency_s: float
@@ -46,6 +48,7 @@ class Completion:
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     finish_reason: str = "unknown"
     rate_limits: RateLimitInfo | None = None  # the provider's x-ratelimit-* headers
+    flags: tuple[str, ...] = ()
 
 
 class RetryKind(StrEnum):

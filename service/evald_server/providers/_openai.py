@@ -15,7 +15,10 @@ any case and in pieces, before it is cut or kept (``SecretScrubber``).
 What a provider can send is bounded per model: a non-streamed body by
 ``max_response_bytes`` (read in chunks, stopped one chunk past the cap), the answer
 text, streamed or not, by ``max_answer_bytes``, an SSE line by aiohttp's line limit.
-Hitting a cap is PROVIDER_BAD_RESPONSE naming the cap.
+Hitting a cap is PROVIDER_BAD_RESPONSE naming the cap. The numbers in an answer are
+checked by ``_answer_bounds`` (usage against ``context_tokens``), the rate-limit
+headers by ``_rate_limit_headers`` (resets capped at ``rate_limit_reset_cap_s``, limits
+below their floors ignored with one warning per header and reason).
 """
 
 import dataclasses
@@ -27,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from evald_server.config import ConfigError, ModelConfig
+from evald_server.providers._answer_bounds import AnswerBounds
 from evald_server.providers._base import Completion, ProviderFailure, ProviderRequest
 from evald_server.providers._openai_wire import (
     AnswerTooLarge,
@@ -38,7 +42,11 @@ from evald_server.providers._openai_wire import (
     parse_completion,
     request_body,
 )
-from evald_server.providers._rate_limit_headers import parse_rate_limit_headers
+from evald_server.providers._rate_limit_headers import (
+    HeaderBounds,
+    RateLimitInfo,
+    parse_rate_limit_headers,
+)
 from evald_server.providers._retry_classification import (
     bad_response_failure,
     connection_failure,
@@ -100,6 +108,9 @@ class OpenAIProvider:
         self._scrub = SecretScrubber([] if self._key is None else [self._key.reveal()])
         self._max_response_bytes = model.max_response_bytes
         self._max_answer_bytes = model.max_answer_bytes
+        self._bounds = AnswerBounds.of(model)
+        self._header_bounds = HeaderBounds.of(model)
+        self._warned: set[tuple[str, str]] = set()  # (header, why) already logged
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -169,11 +180,13 @@ class OpenAIProvider:
             detail = error_detail(raw, scrub=self._scrub)
             latency_s = time.perf_counter() - started
             failure = status_failure(response.status, response.headers, detail, latency_s=latency_s)
-            failure.rate_limits = parse_rate_limit_headers(response.headers)
+            failure.rate_limits = self._rate_limits(response)
             raise failure
         try:
             raw = await _read_capped(response, self._max_response_bytes)
-            parsed = parse_completion(raw, max_answer_bytes=self._max_answer_bytes)
+            parsed = parse_completion(
+                raw, max_answer_bytes=self._max_answer_bytes, bounds=self._bounds
+            )
         except BodyTooLarge as exc:
             raise bad_response_failure(
                 f"response body exceeds max_response_bytes ({self._max_response_bytes} bytes) "
@@ -186,10 +199,10 @@ class OpenAIProvider:
                 self._bad_detail(exc), http_status=200, latency_s=time.perf_counter() - started
             ) from exc
         completion = self._completion(parsed, time.perf_counter() - started, None)
-        return _with_rate_limits(completion, response)
+        return self._with_rate_limits(completion, response)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, started: float) -> Completion:
-        stream = StreamAccumulator(max_answer_bytes=self._max_answer_bytes)
+        stream = StreamAccumulator(max_answer_bytes=self._max_answer_bytes, bounds=self._bounds)
         ttft_s: float | None = None
         try:
             async for line in response.content:
@@ -203,7 +216,29 @@ class OpenAIProvider:
                 self._bad_detail(exc), http_status=200, latency_s=time.perf_counter() - started
             ) from exc
         completion = self._completion(parsed, time.perf_counter() - started, ttft_s)
-        return _with_rate_limits(completion, response)
+        return self._with_rate_limits(completion, response)
+
+    def _with_rate_limits(
+        self, completion: Completion, response: aiohttp.ClientResponse
+    ) -> Completion:
+        info = self._rate_limits(response)
+        return completion if info is None else dataclasses.replace(completion, rate_limits=info)
+
+    def _rate_limits(self, response: aiohttp.ClientResponse) -> RateLimitInfo | None:
+        """The response's rate-limit headers within the model's bounds; a header capped
+        or ignored is logged once per header and reason, not at every answer."""
+        info = parse_rate_limit_headers(response.headers, self._header_bounds)
+        for adjusted in () if info is None else info.adjusted:
+            if (adjusted.header, adjusted.why) not in self._warned:
+                self._warned.add((adjusted.header, adjusted.why))
+                _log.warning(
+                    "model %s: provider header %s: %s %s",
+                    self._model_id,
+                    adjusted.header,
+                    self._scrub(adjusted.value[:100]),
+                    adjusted.why,
+                )
+        return info
 
     def _bad_detail(self, exc: Exception) -> str:
         if isinstance(exc, AnswerTooLarge):
@@ -223,6 +258,7 @@ class OpenAIProvider:
             completion_tokens=parsed.completion_tokens,
             finish_reason=parsed.finish_reason.value,
             top_logprobs=parsed.top_logprobs,
+            flags=parsed.flags,
         )
 
     def _translate(self, exc: BaseException, latency_s: float) -> ProviderFailure:
@@ -244,11 +280,6 @@ class OpenAIProvider:
     def _describe(self, exc: BaseException) -> str:
         text = self._scrub(" ".join(str(exc).split()))[:200]  # scrub first, then cut
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _with_rate_limits(completion: Completion, response: aiohttp.ClientResponse) -> Completion:
-    info = parse_rate_limit_headers(response.headers)
-    return completion if info is None else dataclasses.replace(completion, rate_limits=info)
 
 
 def _read_key(model: ModelConfig) -> _Secret | None:

@@ -2,8 +2,9 @@
 
 Pure functions and one small accumulator for server-sent events, no I/O. A parse
 problem raises ``MalformedResponse``; the adapter turns it into PROVIDER_BAD_RESPONSE.
-Everything read from ``choices[0]`` goes through ``_choice_fields`` (streamed deltas
-and whole messages alike), so a new per-choice field is parsed in one place.
+The answer's usage, log-probabilities and text, streamed or not, are checked against
+the model's bounds by ``_answer_bounds`` (one place for every provider): a value
+outside them is dropped and flagged, never a failed call.
 """
 
 import functools
@@ -14,8 +15,15 @@ from json.encoder import encode_basestring as _json_string  # one str as JSON, n
 from typing import Any
 
 from evald_server.domain import FinishReason
+from evald_server.providers._answer_bounds import (
+    DEFAULT_BOUNDS,
+    AnswerBounds,
+    TopLogprobs,
+    checked_text,
+    checked_usage,
+)
 from evald_server.providers._base import ProviderRequest
-from evald_server.providers._logprobs import TopLogprobs, first_token_alternatives, logprob_fields
+from evald_server.providers._logprobs import first_token_alternatives, logprob_fields
 
 
 class MalformedResponse(Exception):
@@ -96,9 +104,12 @@ class ParsedCompletion:
     completion_tokens: int | None
     finish_reason: FinishReason = FinishReason.UNKNOWN
     top_logprobs: TopLogprobs | None = None
+    flags: tuple[str, ...] = ()  # what was out of bounds (``_answer_bounds``)
 
 
-def parse_completion(raw: bytes, *, max_answer_bytes: int | None = None) -> ParsedCompletion:
+def parse_completion(
+    raw: bytes, *, max_answer_bytes: int | None = None, bounds: AnswerBounds = DEFAULT_BOUNDS
+) -> ParsedCompletion:
     """``choices[0].message.content``, finish_reason and usage of a non-streamed answer."""
     data = _load_object(raw)
     choice = _first_choice(data.get("choices"))
@@ -107,13 +118,20 @@ def parse_completion(raw: bytes, *, max_answer_bytes: int | None = None) -> Pars
     message = choice.get("message")
     if not isinstance(message, dict):
         raise MalformedResponse("choices[0] has no message")
-    text = _content(message.get("content"))
+    text, text_flags = checked_text(_content(message.get("content")))
     if max_answer_bytes is not None and len(text.encode()) > max_answer_bytes:
         raise AnswerTooLarge(max_answer_bytes)
-    prompt_tokens, completion_tokens = _usage(data.get("usage"))
+    usage = checked_usage(data.get("usage"), bounds)
     reason = FinishReason.parse(choice.get("finish_reason"))
-    alternatives = first_token_alternatives(choice)
-    return ParsedCompletion(text, prompt_tokens, completion_tokens, reason, alternatives)
+    alternatives, logprob_flags = first_token_alternatives(choice)
+    return ParsedCompletion(
+        text,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        reason,
+        alternatives,
+        usage.flags + logprob_flags + text_flags,
+    )
 
 
 class AnswerTooLarge(MalformedResponse):
@@ -159,14 +177,16 @@ class StreamAccumulator:
     """
 
     max_answer_bytes: int | None = None
+    bounds: AnswerBounds = DEFAULT_BOUNDS
     parts: list[str] = field(default_factory=list)
     content_bytes: int = 0
     events: int = 0  # data events other than [DONE]
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    usage: object = None  # the last usage chunk's, checked once the stream ends
     finish_reason: FinishReason | None = None
     done: bool = False
     top_logprobs: TopLogprobs | None = None  # from the first chunk that has any
+    logprob_flags: tuple[str, ...] = ()  # the first chunk with a block had an invalid one
+    text_flags: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -187,21 +207,22 @@ class StreamAccumulator:
         if "error" in chunk:
             raise MalformedResponse(f"error event in stream: {error_detail(payload)}")
         if chunk.get("usage") is not None:
-            self.prompt_tokens, self.completion_tokens = _usage(chunk["usage"])
+            self.usage = chunk["usage"]
         # The final usage chunk has an empty choices list.
         choice = _first_choice(chunk.get("choices"))
         if choice is None:
             return False
         if choice.get("finish_reason"):
             self.finish_reason = FinishReason.parse(choice["finish_reason"])
-        if self.top_logprobs is None:
-            self.top_logprobs = first_token_alternatives(choice)
+        if self.top_logprobs is None and not self.logprob_flags:
+            self.top_logprobs, self.logprob_flags = first_token_alternatives(choice)
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             return False
-        content = _content(delta.get("content"))
+        content, repaired = checked_text(_content(delta.get("content")))
         if not content:
             return False
+        self.text_flags = self.text_flags or repaired
         self.content_bytes += len(content.encode())
         if self.max_answer_bytes is not None and self.content_bytes > self.max_answer_bytes:
             raise AnswerTooLarge(self.max_answer_bytes)
@@ -223,12 +244,14 @@ class StreamAccumulator:
             raise MalformedResponse(
                 f"stream ended before [DONE] or a finish_reason after {self.events} chunks"
             )
+        usage = checked_usage(self.usage, self.bounds)
         return ParsedCompletion(
             "".join(self.parts),
-            self.prompt_tokens,
-            self.completion_tokens,
+            usage.prompt_tokens,
+            usage.completion_tokens,
             self.finish_reason,
             self.top_logprobs,
+            usage.flags + self.logprob_flags + self.text_flags,
         )
 
 
@@ -257,16 +280,3 @@ def _content(value: object) -> str:
     if not isinstance(value, str):
         raise MalformedResponse(f"content is {type(value).__name__}, not a string")
     return value
-
-
-def _usage(usage: object) -> tuple[int | None, int | None]:
-    if not isinstance(usage, dict):
-        return None, None
-    return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-
-
-def _count(value: object) -> int | None:
-    # bool is an int subclass; a count of True is nonsense, so it is dropped too.
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None

@@ -22,7 +22,8 @@ concurrent-use lock) and the taxonomy has no closer reason than "server side, re
 A redirect is never followed (it could carry the API key elsewhere), so it is a
 configuration problem: permanent. ``Retry-After`` (delta-seconds or HTTP-date) and
 ``retry-after-ms`` (preferred: it is more precise) are honoured on every retryable
-status, not only 429; the engine caps the value.
+status, not only 429, up to ``RETRY_AFTER_MAX_S`` (a run's ``retry_after_cap_s`` caps
+it further).
 """
 
 import email.utils
@@ -33,6 +34,9 @@ from collections.abc import Mapping
 from evald_server.domain import ErrorReason
 from evald_server.providers._base import ProviderFailure, RetryDecision, RetryKind
 
+# The longest wait a provider may ask for: the most any run's retry_after_cap_s allows.
+RETRY_AFTER_MAX_S = 86_400.0
+
 _TRANSIENT = RetryDecision(RetryKind.TRANSIENT)
 _PERMANENT = RetryDecision(RetryKind.PERMANENT)
 
@@ -40,21 +44,26 @@ _PERMANENT = RetryDecision(RetryKind.PERMANENT)
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds to wait before retrying, from ``retry-after-ms`` or ``Retry-After``.
 
-    Header names are matched case-insensitively; unparseable, negative-infinite or
-    NaN values are ignored (``None``), past dates and negative numbers give ``0.0``.
-    ``now`` is the Unix time an HTTP-date is measured from (default: the clock).
+    Header names are matched case-insensitively; unparseable, infinite or NaN values
+    are ignored (``None``), past dates and negative numbers give ``0.0``, anything
+    longer than ``RETRY_AFTER_MAX_S`` gives that. ``now`` is the Unix time an HTTP-date
+    is measured from (default: the clock).
     """
     lowered = {name.lower(): value for name, value in headers.items()}
     millis = _parse_number(lowered.get("retry-after-ms"))
     if millis is not None:
-        return max(0.0, millis / 1000.0)
+        return _bounded(millis / 1000.0)
     raw = lowered.get("retry-after")
     if raw is None:
         return None
     seconds = _parse_number(raw)
-    if seconds is not None:
-        return max(0.0, seconds)
-    return _parse_http_date(raw, time.time() if now is None else now)
+    if seconds is None:
+        seconds = _parse_http_date(raw, time.time() if now is None else now)
+    return None if seconds is None else _bounded(seconds)
+
+
+def _bounded(seconds: float) -> float:
+    return min(max(0.0, seconds), RETRY_AFTER_MAX_S)
 
 
 def _parse_number(raw: str | None) -> float | None:
@@ -74,7 +83,7 @@ def _parse_http_date(raw: str, now: float) -> float | None:
         return None
     if when.tzinfo is None:  # RFC 9110 dates are GMT; an obsolete form may lack the zone
         return None
-    return max(0.0, when.timestamp() - now)
+    return when.timestamp() - now
 
 
 def classify_status(

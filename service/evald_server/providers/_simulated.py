@@ -31,6 +31,7 @@ import anyio.lowlevel
 
 from evald_server.config import ModelConfig
 from evald_server.domain import ErrorReason
+from evald_server.providers._answer_bounds import AnswerBounds, checked_text, checked_usage
 from evald_server.providers._base import (
     Completion,
     ProviderFailure,
@@ -54,6 +55,7 @@ class SimulatedProvider:
     def __init__(self, model: ModelConfig) -> None:
         self._model_id = model.id
         self._settings = model.simulator
+        self._bounds = AnswerBounds.of(model)
         self._fault_streaks: dict[str, int] = {}
 
     def __repr__(self) -> str:
@@ -80,19 +82,25 @@ class SimulatedProvider:
                 http_status=503,
                 latency_s=latency_s,
             )
-        text = self.answer(key, request.reference)
+        # The reference is a dataset's text: it passes the same bounds as a provider's.
+        text, text_flags = checked_text(self.answer(key, request.reference))
         words = text.split()
+        prompt_words = sum(len(m.content.split()) for m in request.messages)
+        usage = checked_usage(
+            {"prompt_tokens": prompt_words, "completion_tokens": len(words)}, self._bounds
+        )
         return Completion(
             text=text,
             latency_s=latency_s,
             ttft_s=latency_s * TTFT_SHARE,
-            prompt_tokens=sum(len(m.content.split()) for m in request.messages),
-            completion_tokens=len(words),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
             # A simulator, not a model: its answer's first word is its only alternative.
             top_logprobs=((words[0], math.log(0.9)),)
             if request.top_logprobs is not None and words
             else None,
             finish_reason="stop",
+            flags=usage.flags + text_flags,
         )
 
     async def aclose(self) -> None:

@@ -20,6 +20,7 @@ from evald_server.scoring._intervals import (
     percentile_interval,
     wilson_interval,
 )
+from evald_server.scoring._isolation import UNSCORABLE_FLAG
 from evald_server.scoring._pages import (
     EncodedPage,
     EncodedSample,
@@ -65,9 +66,11 @@ from evald_server.scoring._types import (
     SampleScore,
     ScoreReport,
     ScoringSample,
+    UnscorableSample,
 )
 
 __all__ = [
+    "UNSCORABLE_FLAG",
     "BaseScorer",
     "ChoiceLetterStats",
     "ClassMetrics",
@@ -103,6 +106,7 @@ __all__ = [
     "ScoringSample",
     "SubjectAccuracy",
     "SummarizationPayload",
+    "UnscorableSample",
     "WorstExample",
     "bootstrap_distribution",
     "majority_correct",

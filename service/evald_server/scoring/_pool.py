@@ -13,6 +13,10 @@ slots) and gives its shared slot back: one slow task (a huge summarization, a co
 scorer) keeps its worker and its budget, but can no longer make every other tenant's
 task wait for it; the OS shares the CPU between them. Each job is bounded by its own
 ``timeout_s`` (the run's scoring budget) whichever lane it is in.
+
+A sample the scorer raises on is left out of its job, not the job of its task: the
+worker finds the samples that raise alone and scores without them (``_isolation``);
+the report (or page) lists them as ``unscorable``.
 """
 
 import contextlib
@@ -30,12 +34,13 @@ import anyio
 
 from evald_server.domain import ErrorReason, TaskType
 from evald_server.scoring._errors import ScoringFailure
+from evald_server.scoring._isolation import without_unscorable
 from evald_server.scoring._pages import EncodedPage, PageDecoder, SampleSource
 from evald_server.scoring._registry import Scorer, scorer_for
 from evald_server.scoring._sample_scores import columnar
 from evald_server.scoring._scored_pages import ScoredPage
 from evald_server.scoring._streamed import StreamedTask
-from evald_server.scoring._types import ScoreReport, ScoringSample
+from evald_server.scoring._types import ScoreReport, ScoringSample, UnscorableSample
 
 _log = logging.getLogger(__name__)
 _PAGE = 2000  # samples per message when they are given in memory
@@ -99,14 +104,32 @@ def _score(job: _Job | None, items: Sequence[Any]) -> _Reply:
     try:
         scorer: Any = job.scorer or scorer_for(job.task_type)
         if job.mode == _PAGE_JOB:
-            return _Reply(scorer.score_page(items, context=job.context, worst_k=job.worst_k))
+            return _Reply(_page(scorer, items, job.context, job.worst_k))
         if job.mode == _AGGREGATE:
             return _Reply(_aggregate(scorer, job, items))
-        report = scorer.score(items, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples)
+        report, unscorable = without_unscorable(
+            items,
+            lambda kept: scorer.score(
+                kept, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
+            ),
+            lambda some: scorer.score(some, seed=job.seed, worst_k=job.worst_k, resamples=1),
+        )
         # Columns, whatever the scorer returned: the server reads them row by row.
-        return _Reply(replace(report, sample_scores=columnar(report.sample_scores)))
+        return _Reply(
+            replace(report, sample_scores=columnar(report.sample_scores), unscorable=unscorable)
+        )
     except Exception as exc:
         return _Reply.failed(exc)
+
+
+def _page(
+    scorer: Any, samples: Sequence[ScoringSample], context: tuple[str, ...], worst_k: int
+) -> ScoredPage:
+    page: ScoredPage
+    page, unscorable = without_unscorable(
+        samples, lambda kept: scorer.score_page(kept, context=context, worst_k=worst_k)
+    )
+    return page if not unscorable else replace(page, unscorable=unscorable)
 
 
 def _aggregate(scorer: Any, job: _Job, items: Sequence[Any]) -> ScoreReport | None:
@@ -114,11 +137,12 @@ def _aggregate(scorer: Any, job: _Job, items: Sequence[Any]) -> ScoreReport | No
     rest = [item for item in items if not isinstance(item, ScoredPage)]
     if rest:
         known = tuple(sorted({label for page in pages for label in page.context}))
-        pages.append(scorer.score_page(rest, context=known, worst_k=job.worst_k))
+        pages.append(_page(scorer, rest, known, job.worst_k))
     report: ScoreReport | None = scorer.aggregate(
         pages, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
     )
-    return report
+    unscorable = tuple(sample for page in pages for sample in page.unscorable)
+    return report if report is None or not unscorable else replace(report, unscorable=unscorable)
 
 
 class _Gathered:
@@ -144,16 +168,32 @@ class _Streamed:
     worker holds the samples' scores and metric columns, not the samples."""
 
     def __init__(self, job: _Job, scorer: Any) -> None:
+        self._job = job
+        self._scorer = scorer
         self._task = StreamedTask(
             scorer, seed=job.seed, worst_k=job.worst_k, resamples=job.resamples
         )
+        self._unscorable: list[UnscorableSample] = []
 
     def add(self, items: Sequence[Any]) -> None:
-        self._task.add(items)
+        # A page that raises leaves the task as it was (``StreamedTask.add``); its parts
+        # are probed as pages of a task of their own.
+        _, unscorable = without_unscorable(items, self._task.add, self._probe)
+        self._unscorable.extend(unscorable)
+
+    def _probe(self, samples: Sequence[ScoringSample]) -> None:
+        job = self._job
+        StreamedTask(self._scorer, seed=job.seed, worst_k=job.worst_k, resamples=1).add(samples)
 
     def reply(self) -> _Reply:
         report = self._task.report()
-        return _Reply(replace(report, sample_scores=columnar(report.sample_scores)))
+        return _Reply(
+            replace(
+                report,
+                sample_scores=columnar(report.sample_scores),
+                unscorable=tuple(self._unscorable),
+            )
+        )
 
 
 def _receiver(job: _Job | None) -> _Gathered | _Streamed:

@@ -24,7 +24,7 @@ import numpy as np
 from evald_server.scoring._intervals import FloatArray, IntArray
 from evald_server.scoring._payloads import WorstExample
 from evald_server.scoring._sample_scores import SampleScores
-from evald_server.scoring._types import SampleScore
+from evald_server.scoring._types import SampleScore, UnscorableSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,7 @@ class ScoredPage:
     context: tuple[str, ...] = ()  # what the page was scored against (classification: labels)
     columns: Mapping[str, np.ndarray] = field(default_factory=dict)  # the scorer's own
     skipped: int = 0  # samples without an output (counted, not scored)
+    unscorable: tuple[UnscorableSample, ...] = ()  # left out: the scorer raised on them
 
     def __len__(self) -> int:
         return int(self.row_ids.size)

@@ -45,20 +45,23 @@ class StreamedTask:
         self._skipped = 0
 
     def add(self, samples: Sequence[ScoringSample]) -> None:
+        """Score a page; a page the scorer raises on leaves the task as it was."""
         scored = [s for s in samples if s.output is not None]
-        self._skipped += len(samples) - len(scored)
         rows, columns = self._scorer.measure(scored, samples, self._state)
-        for name, column in columns.items():
-            self._columns[name].append(column)
         start = len(self._primary)
         primary = np.fromiter((row.primary for row in rows), dtype=np.float64, count=len(rows))
         positions = np.arange(start, start + len(rows), dtype=np.int64)
         # Ties broken by position in the task: the whole task's stable sort.
         candidates = self._scorer._worst_candidates(scored, rows, primary, positions, self._worst_k)
+        scores = self._scorer._sample_scores(scored, rows)
+        # Everything the scorer computes is in: from here on nothing raises.
+        self._skipped += len(samples) - len(scored)
+        for name, column in columns.items():
+            self._columns[name].append(column)
         self._worst = sorted([*self._worst, *candidates], key=lambda c: (c.primary, c.row_id))[
             : max(self._worst_k, 0)
         ]
-        self._scores.append(self._scorer._sample_scores(scored, rows))
+        self._scores.append(scores)
         self._primary.extend(primary.tolist())
         unit_of = self._unit_of
         self._units.extend(unit_of.setdefault(s.record_id, len(unit_of)) for s in scored)

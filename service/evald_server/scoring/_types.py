@@ -105,6 +105,16 @@ class RepeatStats:
 
 
 @dataclass(frozen=True, slots=True)
+class UnscorableSample:
+    """A sample its scorer raised on, alone (``_isolation``); ``error`` is the
+    exception's type and message, cut."""
+
+    subtask_id: str
+    record_id: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScoreReport:
     scorer: str  # "name@version", recorded in provenance
     metrics: dict[str, float]  # headline metrics, fractions in [0, 1]
@@ -115,3 +125,5 @@ class ScoreReport:
     scored_samples: int
     skipped_samples: int  # output None
     repeat: RepeatStats | None = None
+    # Samples left out because the scorer raised on them alone (not in the metrics).
+    unscorable: tuple[UnscorableSample, ...] = ()

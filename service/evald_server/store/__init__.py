@@ -2,7 +2,12 @@
 PostgreSQL one for several replicas (``store._postgres``, imported only when a
 ``postgresql://`` URL is opened: its driver is the ``postgres`` extra)."""
 
-from evald_server.store._errors import LiveRunLimitReached, StoreError, StoreUnavailable
+from evald_server.store._errors import (
+    LiveRunLimitReached,
+    StoreError,
+    StoreUnavailable,
+    UnstorableOutcome,
+)
 from evald_server.store._openers import STORE_OPENERS, open_store
 from evald_server.store._port import Store
 from evald_server.store._records import (
@@ -82,6 +87,7 @@ __all__ = [
     "TaskOutput",
     "TaskRow",
     "TransitionReport",
+    "UnstorableOutcome",
     "open_store",
     "schema_version",
     "subtask_public_id",

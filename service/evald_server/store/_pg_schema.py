@@ -209,7 +209,11 @@ _V2 = (
     "CREATE INDEX response_cache_used ON response_cache (used_at)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+# Version 3: SQLite's version 7 — an answer's flags of what its provider sent outside
+# the bounds evald accepts (JSON list; NULL: none).
+_V3 = ("ALTER TABLE subtasks ADD COLUMN answer_flags TEXT",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 LATEST_VERSION = len(MIGRATIONS)
 
 _MIGRATION_LOCK = 0x65766164  # "evad": one advisory lock id for every replica's migration

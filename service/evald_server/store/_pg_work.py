@@ -251,8 +251,8 @@ _UPDATE_OUTCOME = (
     "failed_rate_limited = failed_rate_limited + $17, failed_timeout = failed_timeout + $18, "
     "failed_transient = failed_transient + $19, cost_picousd = COALESCE($20, cost_picousd), "
     "cost_tokens = COALESCE($21, cost_tokens), cost_estimated = cost_estimated OR $22, "
-    "verdict = COALESCE($23, verdict), cache_hit = $24 "
-    "WHERE row_id = $25"
+    "verdict = COALESCE($23, verdict), cache_hit = $24, "
+    "answer_flags = COALESCE($25, answer_flags) WHERE row_id = $26"
 )
 _ADD_RUN_COST = (
     "UPDATE runs SET cost_picousd = cost_picousd + $2, cost_tokens = cost_tokens + $3, "
@@ -324,6 +324,7 @@ async def complete(
                     cost is not None and cost.estimated,
                     outcome.verdict,
                     outcome.cache_hit and kind is OutcomeKind.SUCCEEDED,
+                    dumps(list(outcome.answer_flags)) if outcome.answer_flags else None,
                     outcome.row_id,
                 )
             )

@@ -51,7 +51,7 @@ from evald_server.store import _pg_leases as leases
 from evald_server.store import _pg_reads as reads
 from evald_server.store import _pg_runs as runs
 from evald_server.store import _pg_work as work
-from evald_server.store._errors import StoreError, StoreUnavailable
+from evald_server.store._errors import StoreError, StoreUnavailable, UnstorableOutcome
 from evald_server.store._pg_common import (
     EVERYONE,
     SCORING,
@@ -111,6 +111,10 @@ _LOST = (
 )
 # Lost races that PostgreSQL resolves by aborting one transaction: run it again.
 _CONFLICT = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+# What asyncpg raises for a value PostgreSQL cannot keep: an int beyond its column,
+# text it cannot encode (client side, or a NUL byte), a broken constraint (SQLSTATE
+# classes 22 and 23). A lost connection or a full disk is none of these.
+_UNSTORABLE = (asyncpg.exceptions.DataError, asyncpg.exceptions.IntegrityConstraintViolationError)
 
 
 @contextlib.contextmanager
@@ -448,7 +452,10 @@ class PostgresStore:
         return await self._run(claim)
 
     async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
-        return await self._run(work.complete, outcomes, self.owner, now, self._retain)
+        try:
+            return await self._run(work.complete, outcomes, self.owner, now, self._retain)
+        except _UNSTORABLE as exc:  # the transaction is rolled back
+            raise UnstorableOutcome(exc) from exc
 
     async def requeue_running(self, *, owner: str | None, now: float) -> int:
         """``owner`` None (a start): the running rows of every owner that is not alive

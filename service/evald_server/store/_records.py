@@ -225,6 +225,8 @@ class SubtaskOutcome:
     judge_round: int = 0
     verdict: float | None = None  # a judge subtask's parsed score
     cache_hit: bool = False  # answered from the response cache, no provider call
+    # A success: what its provider sent outside evald's bounds (providers._answer_bounds).
+    answer_flags: tuple[str, ...] = ()
     # The response-cache entry this answer may fill (engine bookkeeping; not stored).
     cache_key: str | None = None
 
@@ -314,6 +316,7 @@ class SubtaskRow:
     verdict: float | None = None  # judge subtasks: the parsed score
     judgement: Json | None = None  # answers of a judged task, once scored
     cache_hit: bool = False
+    answer_flags: tuple[str, ...] = ()  # what the provider sent outside evald's bounds
 
     @property
     def subtask_id(self) -> str:

@@ -210,7 +210,11 @@ _V6 = (
     "CREATE INDEX response_cache_used ON response_cache (used_at)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# Version 7: what a provider sent outside the bounds evald accepts (JSON list of flags,
+# ``usage_invalid``, ``logprobs_invalid``, ...), stored with the answer; NULL: none.
+_V7 = ("ALTER TABLE subtasks ADD COLUMN answer_flags TEXT",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 LATEST_VERSION = len(MIGRATIONS)
 
 

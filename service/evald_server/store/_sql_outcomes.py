@@ -160,7 +160,7 @@ _UPDATE_OUTCOME = (
     "failed_rate_limited = failed_rate_limited + ?, failed_timeout = failed_timeout + ?, "
     "failed_transient = failed_transient + ?, cost_picousd = COALESCE(?, cost_picousd), "
     "cost_tokens = COALESCE(?, cost_tokens), cost_estimated = MAX(cost_estimated, ?), "
-    "verdict = COALESCE(?, verdict), cache_hit = ? "
+    "verdict = COALESCE(?, verdict), cache_hit = ?, answer_flags = COALESCE(?, answer_flags) "
     "WHERE row_id = ?"
 )
 _ADD_RUN_COST = (
@@ -241,6 +241,7 @@ def complete(
                     int(cost is not None and cost.estimated),
                     outcome.verdict,
                     int(outcome.cache_hit and kind is OutcomeKind.SUCCEEDED),
+                    dumps(list(outcome.answer_flags)) if outcome.answer_flags else None,
                     outcome.row_id,
                 )
             )

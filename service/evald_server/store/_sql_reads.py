@@ -113,9 +113,10 @@ _SUBTASK_COLUMNS = (
     "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
     "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason, "
     "s.failed_rate_limited, s.failed_timeout, s.failed_transient, s.cost_picousd, s.cost_tokens, "
-    "s.cost_estimated, s.phase, s.judge_round, s.verdict, s.judgement, s.cache_hit"
+    "s.cost_estimated, s.phase, s.judge_round, s.verdict, s.judgement, s.cache_hit, "
+    "s.answer_flags"
 )
-_COLUMN_COUNT = 36  # of _SUBTASK_COLUMNS; a cut output's full size follows them
+_COLUMN_COUNT = 37  # of _SUBTASK_COLUMNS; a cut output's full size follows them
 
 
 def _cost_from(pico: int | None, tokens: int | None, estimated: int) -> Cost | None:
@@ -162,6 +163,7 @@ def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
         verdict=row[33],
         judgement=loads_json(row[34]),
         cache_hit=bool(row[35]),
+        answer_flags=() if row[36] is None else tuple(json.loads(row[36])),
         output_bytes=row[_COLUMN_COUNT] if len(row) > _COLUMN_COUNT else None,
     )
 

@@ -39,7 +39,7 @@ from evald_server.store import _sql_outcomes as outcomes_sql
 from evald_server.store import _sql_reads as reads
 from evald_server.store import _sql_transitions as transitions
 from evald_server.store._db_thread import DbThread
-from evald_server.store._errors import StoreError
+from evald_server.store._errors import StoreError, UnstorableOutcome
 from evald_server.store._records import (
     CachedAnswer,
     CacheEntry,
@@ -79,6 +79,16 @@ T = TypeVar("T")
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 _WRITER_CACHE_KIB = -4000  # PRAGMA cache_size: negative is KiB
 _READER_CACHE_KIB = -1000
+# What the driver raises for a value SQLite cannot keep: an int beyond 64 bits, text
+# that is not UTF-8 (a lone surrogate), a type it cannot bind, a string over its
+# length limit, a broken constraint. A full disk or a lost file is none of these.
+_UNSTORABLE = (
+    OverflowError,
+    UnicodeEncodeError,
+    sqlite3.DataError,
+    sqlite3.IntegrityError,
+    sqlite3.ProgrammingError,
+)
 
 
 class SqliteStore:
@@ -282,7 +292,10 @@ class SqliteStore:
         )
 
     async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
-        return await self._write(outcomes_sql.complete, outcomes, self.owner, now, self._retain)
+        try:
+            return await self._write(outcomes_sql.complete, outcomes, self.owner, now, self._retain)
+        except _UNSTORABLE as exc:  # rolled back by ``transaction``
+            raise UnstorableOutcome(exc) from exc
 
     async def requeue_running(self, *, owner: str | None, now: float) -> int:
         return await self._write(transitions.requeue_running, owner, now)
