@@ -63,6 +63,21 @@ _LIVE = (RunState.PENDING, RunState.RUNNING)
 CANCEL_WAIT_S = 5.0  # how long CancelRun waits for the run to end before it answers
 
 
+def _check_run_choice_scoring(spec: RunSpec, datasets: Sequence[DatasetRow]) -> None:
+    """A run-wide log-probability setting applies to multiple-choice datasets only: on a
+    run without one it would change nothing, and silently."""
+    if spec.choice_scoring is not ChoiceScoring.LOGPROBS:
+        return
+    if any(d.task_type is TaskType.MULTIPLE_CHOICE for d in datasets):
+        return
+    field = "spec.choice_scoring"
+    kinds = ", ".join(f"{d.name} {d.benchmark_version} is {d.task_type.value}" for d in datasets)
+    message = f"log-probability scoring needs a multiple_choice dataset; the run has none ({kinds})"
+    raise field_error(
+        field, message, f"invalid run spec: {field}: {message}", reason=ErrorReason.RUN_SPEC_INVALID
+    )
+
+
 class RunService:
     def __init__(self, config: ServerConfig, store: Store, engine: Engine) -> None:
         self._config = config
@@ -219,6 +234,7 @@ class RunService:
             datasets.append(row)
         for row in datasets:
             await self._validate_dataset_settings(tenant, spec, row)
+        _check_run_choice_scoring(spec, datasets)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
         if spec.judge is not None:  # each answer may get a judge subtask per round
