@@ -153,3 +153,12 @@ def test_the_choice_key_never_raises_and_is_idempotent(text: str) -> None:
     assert choice_key(key) == key
     assert key == key.strip()
     assert "  " not in key
+
+
+def test_an_extraction_is_a_frozen_value() -> None:
+    import dataclasses
+
+    found = extract_choice("B", ["x", "y"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.index = 0  # type: ignore[misc]
+    assert not hasattr(found, "__dict__")
