@@ -168,6 +168,39 @@ def test_records_improved_worsened_and_unchanged_average_their_repeats() -> None
     assert f1.record_score == "f1"  # type: ignore[attr-defined]
 
 
+def test_each_metric_counts_records_by_its_own_per_sample_score() -> None:
+    # r0: 3 → 4 words (f1 up, exact match 0 → 0); r1: 5 → 4 (both down); r2: 4 → 5 (both up).
+    base, cand = _qa([3, 5, 4], "b"), _qa([4, 4, 5], "c")
+    _, metrics = compare_samples(TaskType.QA, base, cand, seed=1)
+    by_name = {m.metric: m for m in metrics}
+    f1, exact = by_name["f1"], by_name["exact_match"]
+    assert (f1.record_score, f1.records_improved, f1.records_worsened) == ("f1", 2, 1)
+    assert (exact.record_score, exact.records_improved, exact.records_worsened) == (
+        "exact_match",
+        1,
+        1,
+    )
+    assert exact.records_unchanged == 1
+    assert exact.test is PairedTest.MCNEMAR_EXACT
+
+
+def test_many_records_resample_and_swap_in_chunks_of_the_same_seeded_draws() -> None:
+    # 2,100 samples: 499 weight rows per chunk, so 1,000 resamples and swaps take three.
+    n, seed = 2_100, 9
+    baseline, candidate, x, y = _runs(5, n)
+    f1 = _f1_comparison(baseline, candidate, seed=seed, resamples=1_000, permutations=1_000)
+    draws = np.random.default_rng(seed).integers(0, n, size=(1_000, n))
+    counts = np.array([np.bincount(row, minlength=n) for row in draws], dtype=np.float64)
+    deltas = (counts @ y - counts @ x) / n
+    lower, upper = np.percentile(deltas, [2.5, 97.5])
+    interval = f1.interval  # type: ignore[attr-defined]
+    assert (interval.lower, interval.upper) == (pytest.approx(lower), pytest.approx(upper))
+    masks = np.random.default_rng([seed, 1]).integers(0, 2, size=(1_000, n))
+    null = _swapped_deltas(masks.astype(np.float64), x, y, np.arange(n))
+    expected = _p_value(null, float(np.mean(y - x)), adjustment=1)
+    assert f1.p_value == pytest.approx(expected, rel=1e-12)  # type: ignore[attr-defined]
+
+
 def test_mcnemar_only_for_binary_proportions_with_one_sample_per_record() -> None:
     base = _qa([5, 0, 5, 0, 5, 5], "b")
     cand = _qa([0, 5, 5, 0, 0, 5], "c")
