@@ -65,8 +65,10 @@ def parse_jsonl(
     records: list[DatasetRecord] = []
     first_line_of_id: dict[str, int] = {}
     decoder = _strict_json.StrictDecoder()
-    # (line, violation) of each record whose choices an answer cannot tell apart
-    ambiguous: list[tuple[int, FieldViolation]] = []
+    # Records whose choices an answer cannot tell apart: how many, and the first ones'
+    # (line, violation).
+    ambiguous = 0
+    shown: list[tuple[int, FieldViolation]] = []
     for line_number, raw in _lines(chunks, max_record_bytes):
         if not raw.strip():
             continue
@@ -100,7 +102,11 @@ def parse_jsonl(
             )
         first_line_of_id[record_id] = line_number
         if task_type is TaskType.MULTIPLE_CHOICE:
-            ambiguous.extend(_colliding(fields["choices"], line_number, record_id))
+            violation = _colliding(fields["choices"], line_number, record_id)
+            if violation is not None:
+                ambiguous += 1
+                if len(shown) < MAX_REPORTED_RECORDS:
+                    shown.append((line_number, violation))
         canonical = json.dumps(
             {"id": record_id, **fields}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
@@ -110,15 +116,15 @@ def parse_jsonl(
     if not records:
         raise DatasetInvalid(ErrorReason.DATASET_EMPTY, "the dataset has no records")
     if ambiguous:
-        raise _ambiguous_choices(ambiguous)
+        raise _ambiguous_choices(shown, ambiguous)
     return ParsedDataset(records=tuple(records), content_sha256=digest.hexdigest())
 
 
-def _colliding(choices: list[str], line: int, record_id: str) -> list[tuple[int, FieldViolation]]:
+def _colliding(choices: list[str], line: int, record_id: str) -> FieldViolation | None:
     """A violation naming the record when some of its choices read the same."""
     groups = colliding_choices(choices)
     if not groups:
-        return []
+        return None
     said = "; ".join(
         " and ".join(f"{choice_letter(i)} {choices[i]!r}" for i in group)
         + f" (read as {choice_key(choices[group[0]])!r})"
@@ -128,19 +134,18 @@ def _colliding(choices: list[str], line: int, record_id: str) -> list[tuple[int,
         f"record {record_id!r}: choices {said} are the same once case, spacing and framing "
         "punctuation are ignored: an answer could not tell them apart"
     )
-    return [(line, FieldViolation(field=f"records[line {line}].choices", description=description))]
+    return FieldViolation(field=f"records[line {line}].choices", description=description)
 
 
-def _ambiguous_choices(found: list[tuple[int, FieldViolation]]) -> EvaldError:
-    shown = found[:MAX_REPORTED_RECORDS]
-    more = f" and {len(found) - len(shown)} more" if len(found) > len(shown) else ""
+def _ambiguous_choices(shown: list[tuple[int, FieldViolation]], count: int) -> EvaldError:
+    more = f" and {count - len(shown)} more" if count > len(shown) else ""
     lines = ", ".join(f"line {line}" for line, _ in shown)
     first_line, first = shown[0]
     return request_error(
         ErrorReason.DATASET_FIELD_INVALID,
-        f"{len(found)} record(s) have choices that read the same to the answer reader "
+        f"{count} record(s) have choices that read the same to the answer reader "
         f"({lines}{more}); line {first_line}: {first.description}",
-        metadata={"line": first_line, "field": "choices", "records": len(found)},
+        metadata={"line": first_line, "field": "choices", "records": count},
         field_violations=tuple(violation for _, violation in shown),
     )
 
