@@ -308,12 +308,12 @@ async def test_every_record_with_choices_that_read_the_same_is_named(
             "records[line 2].choices",
             "records[line 4].choices",
         ]
-        assert "record 'q2': choices A '\u22122' and B '-2' (read as '-2')" in (
+        assert "record 'q2': choices A '\u22122' and B '-2' read the same ('-2')" in (
             error.field_violations[0].description
         )
         assert "A 'Paris' and B 'paris.'" in error.field_violations[1].description
         assert (error.metadata["line"], error.metadata["records"]) == ("2", "2")
-        assert "2 record(s) have choices that read the same" in str(error)
+        assert "2 record(s) have choices an answer could not tell apart" in str(error)
         assert [d async for d in client.list_datasets(name="colliding")] == []
 
 

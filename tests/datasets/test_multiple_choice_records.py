@@ -140,9 +140,35 @@ def test_choices_that_read_the_same_fail_the_upload_naming_each_record() -> None
         f"records[line {line}].choices" for line in range(2, 2 + MAX_REPORTED_RECORDS)
     ]
     assert error.metadata == {"line": "2", "field": "choices", "records": str(count)}
-    assert error.message.startswith(f"{count} record(s) have choices that read the same")
+    assert error.message.startswith(f"{count} record(s) have choices an answer could not tell")
     assert "and 5 more" in error.message
-    assert "record 'c0': choices B '-1' and C '\u22121' (read as '-1')" in error.message
+    assert "record 'c0': choices B '-1' and C '\u22121' read the same ('-1')" in error.message
+
+
+@pytest.mark.parametrize(
+    ("choices", "said"),
+    [
+        (["B", "A", "C"], "A 'B' is the letter of choice B; B 'A' is the letter of choice A"),
+        (["x", " c ", "y"], "B ' c ' is the letter of choice C"),
+        (["2", "-2", "a", "\u22122"], "B '-2' and D '\u22122' read the same ('-2'); C 'a' is the "),
+    ],
+)
+def test_a_choice_whose_text_is_another_choices_letter_is_refused(
+    choices: list[str], said: str
+) -> None:
+    with pytest.raises(DatasetInvalid) as caught:
+        parse({"question": "q", "choices": choices, "answer_index": 0})
+    (violation,) = caught.value.field_violations
+    assert said in violation.description
+
+
+def test_letters_that_name_their_own_choice_or_none_are_choices_like_any_other() -> None:
+    parsed = parse(
+        {"question": "q", "choices": ["A", "B", "C"], "answer_index": 0},  # in order
+        {"question": "q", "choices": ["x", "y", "z"], "answer_index": 0},  # beyond the choices
+        {"question": "q", "choices": ["No", "B", "AB"], "answer_index": 0},
+    )
+    assert len(parsed.records) == 3  # type: ignore[attr-defined]
 
 
 def test_a_bad_line_after_colliding_choices_is_reported_as_before() -> None:

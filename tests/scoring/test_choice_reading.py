@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from evald_server.datasets import choice_key, colliding_choices
+from evald_server.datasets import choice_key, choice_letter, colliding_choices, letter_choices
 from evald_server.scoring._choices import extract_choice
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,13 +106,30 @@ _CHOICE_TEXT = st.text(
 _CHOICES = st.lists(_CHOICE_TEXT, min_size=2, max_size=8)
 
 
+def _uploadable(choices: list[str]) -> bool:
+    """As an upload accepts them: not blank, none reading like another or its letter."""
+    return all(c.strip() for c in choices) and not (
+        colliding_choices(choices) or letter_choices(choices)
+    )
+
+
 @SETTINGS
 @given(_CHOICES)
 def test_every_choice_text_maps_to_itself(choices: list[str]) -> None:
-    assume(all(c.strip() for c in choices) and not colliding_choices(choices))
+    assume(_uploadable(choices))
     for index, choice in enumerate(choices):
         assert extract_choice(choice, choices).index == index
         assert extract_choice(f"\n {choice}\t", choices).index == index
+
+
+@SETTINGS
+@given(_CHOICES)
+def test_a_letter_and_a_choice_text_never_disagree(choices: list[str]) -> None:
+    assume(_uploadable(choices))
+    for index in range(len(choices)):
+        letter = choice_letter(index)
+        assert extract_choice(letter, choices).index == index
+        assert extract_choice(letter.lower(), choices).index == index
 
 
 _NUMBER = st.builds(

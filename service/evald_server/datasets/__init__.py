@@ -24,6 +24,7 @@ from evald_server.datasets._choices import (
     choice_letter,
     colliding_choices,
     gold_choice_index,
+    letter_choices,
 )
 from evald_server.datasets._numbers import last_number, reference_number
 from evald_server.datasets._prompts import (
@@ -75,6 +76,7 @@ __all__ = [
     "gold_choice_index",
     "gold_entities",
     "last_number",
+    "letter_choices",
     "parse_jsonl",
     "plain_prompt",
     "pool_of",

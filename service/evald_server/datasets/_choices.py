@@ -17,7 +17,9 @@ keeps everything that can:
   "25"), and symbols and units, each one word ("5 %", "$ 5", "10 °c", "x < 3").
 
 Choices of one record whose keys are equal cannot be told apart by an answer, so an
-upload refuses them (``colliding_choices``).
+upload refuses them (``colliding_choices``); so it does a choice whose whole text is the
+letter of another choice (``letter_choices``: with choices "B", "A", the answer "B" is
+the first choice's text and the second choice's letter).
 """
 
 import re
@@ -78,3 +80,16 @@ def colliding_choices(choices: Sequence[str]) -> list[tuple[int, ...]]:
     for index, choice in enumerate(choices):
         by_key.setdefault(choice_key(choice), []).append(index)
     return [tuple(group) for group in by_key.values() if len(group) > 1]
+
+
+def letter_choices(choices: Sequence[str]) -> list[tuple[int, int]]:
+    """(choice, the other choice it names) for each choice whose whole text, stripped, is
+    one letter (either case) naming another of ``choices``."""
+    found = []
+    for index, choice in enumerate(choices):
+        text = choice.strip()
+        if len(text) == 1 and "A" <= text.upper() <= "Z":
+            named = ord(text.upper()) - ord("A")
+            if named != index and named < len(choices):
+                found.append((index, named))
+    return found

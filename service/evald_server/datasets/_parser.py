@@ -3,8 +3,8 @@
 The first bad line fails the whole upload with ``DatasetInvalid`` (a size limit with
 ``ResourceExhausted``), whose message and metadata name the line and the field;
 nothing is returned half-way. Once every line is a valid record, multiple-choice records
-whose choices read the same to the answer reader (``colliding_choices``) fail the
-upload together: one field violation per such record (the first
+whose choices an answer could not tell apart (``colliding_choices``,
+``letter_choices``) fail the upload together: one field violation per such record (the first
 ``MAX_REPORTED_RECORDS``), the message counting them all. The content hash
 is taken over the canonical JSON of the validated records (sorted keys, no
 whitespace), so re-serialising the same records does not make a "different" version.
@@ -19,7 +19,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from evald_server.datasets import _strict_json
-from evald_server.datasets._choices import choice_key, choice_letter, colliding_choices
+from evald_server.datasets._choices import (
+    choice_key,
+    choice_letter,
+    colliding_choices,
+    letter_choices,
+)
 from evald_server.datasets._records import RECORD_MODELS
 from evald_server.domain import (
     DatasetInvalid,
@@ -121,18 +126,21 @@ def parse_jsonl(
 
 
 def _colliding(choices: list[str], line: int, record_id: str) -> FieldViolation | None:
-    """A violation naming the record when some of its choices read the same."""
-    groups = colliding_choices(choices)
-    if not groups:
-        return None
-    said = "; ".join(
+    """A violation naming the record when an answer could not tell some of its choices
+    apart: choices that read the same, or a choice whose text is another's letter."""
+    problems = [
         " and ".join(f"{choice_letter(i)} {choices[i]!r}" for i in group)
-        + f" (read as {choice_key(choices[group[0]])!r})"
-        for group in groups
-    )
+        + f" read the same ({choice_key(choices[group[0]])!r})"
+        for group in colliding_choices(choices)
+    ] + [
+        f"{choice_letter(i)} {choices[i]!r} is the letter of choice {choice_letter(named)}"
+        for i, named in letter_choices(choices)
+    ]
+    if not problems:
+        return None
     description = (
-        f"record {record_id!r}: choices {said} are the same once case, spacing and framing "
-        "punctuation are ignored: an answer could not tell them apart"
+        f"record {record_id!r}: choices {'; '.join(problems)} (case, spacing and framing "
+        "punctuation ignored): an answer could not tell them apart"
     )
     return FieldViolation(field=f"records[line {line}].choices", description=description)
 
@@ -143,7 +151,7 @@ def _ambiguous_choices(shown: list[tuple[int, FieldViolation]], count: int) -> E
     first_line, first = shown[0]
     return request_error(
         ErrorReason.DATASET_FIELD_INVALID,
-        f"{count} record(s) have choices that read the same to the answer reader "
+        f"{count} record(s) have choices an answer could not tell apart "
         f"({lines}{more}); line {first_line}: {first.description}",
         metadata={"line": first_line, "field": "choices", "records": count},
         field_violations=tuple(violation for _, violation in shown),
