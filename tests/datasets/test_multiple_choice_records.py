@@ -167,8 +167,9 @@ def test_letters_that_name_their_own_choice_or_none_are_choices_like_any_other()
         {"question": "q", "choices": ["A", "B", "C"], "answer_index": 0},  # in order
         {"question": "q", "choices": ["x", "y", "z"], "answer_index": 0},  # beyond the choices
         {"question": "q", "choices": ["No", "B", "AB"], "answer_index": 0},
+        {"question": "q", "choices": ["0", "\u00df", "\u00e9", "\u01c5"], "answer_index": 1},
     )
-    assert len(parsed.records) == 3  # type: ignore[attr-defined]
+    assert len(parsed.records) == 4  # type: ignore[attr-defined]
 
 
 def test_a_bad_line_after_colliding_choices_is_reported_as_before() -> None:

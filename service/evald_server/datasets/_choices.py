@@ -88,7 +88,7 @@ def letter_choices(choices: Sequence[str]) -> list[tuple[int, int]]:
     found = []
     for index, choice in enumerate(choices):
         text = choice.strip()
-        if len(text) == 1 and "A" <= text.upper() <= "Z":
+        if len(text) == 1 and text.isascii() and text.isalpha():  # "ß" upper-cases to "SS"
             named = ord(text.upper()) - ord("A")
             if named != index and named < len(choices):
                 found.append((index, named))
