@@ -3,14 +3,17 @@ the contract this consumer was built against?
 
 1. The server's contract: its descriptors fetched through gRPC reflection (v1, falling
    back to v1alpha), starting from ``evald.v1.EvaluationService`` and following every
-   import, written as an image (a ``FileDescriptorSet``).
+   import, within bounds (``_reflection``), written as an image (a
+   ``FileDescriptorSet``).
 2. The consumer's contract: ``--against`` (a buf image ``.binpb`` or a proto directory),
    by default the descriptors the installed ``evald.v1`` code was generated from.
 3. ``buf breaking SERVER --against CONSUMER`` with the chosen rules (default FILE, the
    rules evald's own release gate applies), imports (google/*) excluded.
 
 Exit 0 when compatible, 4 when buf reports breaking changes (printed), 1 when the check
-could not run (no reflection, no buf, an unreadable ``--against``).
+could not run (no reflection, no buf, an unreadable ``--against``) or the server's
+reflection broke a bound of ``_reflection`` (files, bytes, time) or sent what is not a
+descriptor: one line each, never a traceback.
 """
 
 import argparse
@@ -25,66 +28,26 @@ from pathlib import Path
 import grpc
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FileDescriptor
-from grpc_reflection.v1alpha import reflection_pb2
 
 from evald.v1 import service_pb2
 from evald_cli._errors import CliError
+from evald_cli._reflection import SERVICE, ReflectionLimits, fetch_descriptors
+from evald_cli._terminal import printable
 
 EXIT_INCOMPATIBLE = 4
-SERVICE = "evald.v1.EvaluationService"
-_METHODS = {
-    "v1": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-    "v1alpha": "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-}
-_TIMEOUT_S = 30.0
 _BUF_TIMEOUT_S = 120
 
 
-def _exchange(
-    channel: grpc.Channel, method: str, request: reflection_pb2.ServerReflectionRequest
-) -> list[bytes]:
-    call = channel.stream_stream(
-        method,
-        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
-        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
-    )
-    (response,) = list(call(iter([request]), timeout=_TIMEOUT_S))
-    if response.HasField("error_response"):
-        error = response.error_response
-        raise CliError(f"reflection: {error.error_message} ({error.error_code})")
-    return list(response.file_descriptor_response.file_descriptor_proto)
-
-
 def server_descriptors(
-    channel: grpc.Channel, metadata: tuple[tuple[str, str], ...] = ()
+    channel: grpc.Channel, limits: ReflectionLimits
 ) -> tuple[descriptor_pb2.FileDescriptorSet, str]:
     """The server's files for ``evald.v1.EvaluationService`` and everything they import,
-    and the reflection version that answered."""
-    last_error: grpc.RpcError | None = None
-    for version, method in _METHODS.items():
-        try:
-            files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
-            wanted = [reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICE)]
-            while wanted:
-                for data in _exchange(channel, method, wanted.pop()):
-                    proto = descriptor_pb2.FileDescriptorProto.FromString(data)
-                    files.setdefault(proto.name, proto)
-                missing = {d for f in files.values() for d in f.dependency} - set(files)
-                wanted = (
-                    [reflection_pb2.ServerReflectionRequest(file_by_filename=missing.pop())]
-                    if missing
-                    else []
-                )
-            ordered = _ordered(files)
-            _with_json_names(ordered)
-            return descriptor_pb2.FileDescriptorSet(file=ordered), version
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                raise CliError(f"reflection failed: {exc.code().name} {exc.details()}") from exc
-            last_error = exc
-    raise CliError(
-        f"the server serves no gRPC reflection ({last_error.details() if last_error else ''})"
-    )
+    as an image, and the reflection version that answered (``_reflection``: within
+    ``limits``)."""
+    files, version = fetch_descriptors(channel, limits)
+    ordered = _ordered(files)
+    _with_json_names(ordered)
+    return descriptor_pb2.FileDescriptorSet(file=ordered), version
 
 
 def _json_name(name: str) -> str:
@@ -227,16 +190,21 @@ def breaking_changes(server_image: Path, against: Path, rules: str) -> tuple[boo
     return done.returncode == 0, report
 
 
-def _channel(args: argparse.Namespace) -> grpc.Channel:
+def _channel(args: argparse.Namespace, limits: ReflectionLimits) -> grpc.Channel:
+    options = limits.channel_options()
     if args.tls or args.ca_cert:
         roots = Path(args.ca_cert).read_bytes() if args.ca_cert else None
-        return grpc.secure_channel(args.server, grpc.ssl_channel_credentials(roots))
-    return grpc.insecure_channel(args.server)
+        credentials = grpc.ssl_channel_credentials(roots)
+        return grpc.secure_channel(args.server, credentials, options=options)
+    return grpc.insecure_channel(args.server, options=options)
 
 
 def contract_check(args: argparse.Namespace) -> int:
-    with _channel(args) as channel:
-        server, version = server_descriptors(channel)
+    limits = ReflectionLimits(
+        max_files=args.max_files, max_bytes=args.max_bytes, timeout_s=args.timeout
+    )
+    with _channel(args, limits) as channel:
+        server, version = server_descriptors(channel, limits)
     with tempfile.TemporaryDirectory(prefix="evald-contract-") as tmp:
         server_image = Path(tmp) / "server.binpb"
         server_image.write_bytes(server.SerializeToString())
@@ -259,5 +227,5 @@ def contract_check(args: argparse.Namespace) -> int:
         f"under buf's {args.rules} breaking rules"
     )
     if report:
-        print(report)
+        print(printable(report))  # buf quotes the server's names: shown, never obeyed
     return 0 if compatible else EXIT_INCOMPATIBLE

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import anyio
 from rich.console import Console
+from rich.text import Text
 
 from evald_cli._commands import follow
 from evald_cli._errors import CliError
@@ -149,9 +150,9 @@ def _tail(log: Path, lines: int = 5) -> str:
 async def _demo(out: Console, workdir: Path, latency_scale: float) -> int:
     config = workdir / "evald.toml"
     config.write_text(demo_config(workdir, latency_scale=latency_scale), encoding="utf-8")
-    out.print(f"[dim]demo directory {workdir}[/dim]")
+    out.print(f"demo directory {workdir}", style="dim")
     async with running_server(config, workdir) as address:
-        out.print(f"server listening on [bold]{address}[/bold]")
+        out.print(Text.assemble("server listening on ", (address, "bold")))
         async with AsyncEvaldClient(address) as client:
             refs = []
             for filename, task_type in SAMPLE_DATASETS.items():
@@ -176,7 +177,11 @@ async def _demo(out: Console, workdir: Path, latency_scale: float) -> int:
                 retry_policy=RetryPolicy(max_retries=2, backoff_s=(0.2, 0.5)),
                 labels={"source": "evald demo"},
             )
-            out.print(f"run [bold]{run.run_id}[/bold]: {len(models)} models × {len(refs)} datasets")
+            out.print(
+                Text.assemble(
+                    "run ", (run.run_id, "bold"), f": {len(models)} models × {len(refs)} datasets"
+                )
+            )
             final = None
             with anyio.move_on_after(_RUN_TIMEOUT_S):
                 final = await follow(client, run, out)

@@ -5,6 +5,7 @@ import argparse
 import os
 
 from evald_cli._compare import DEFAULT_ALPHA, alpha_level, drop_threshold, model_pair
+from evald_cli._reflection import MAX_BYTES, MAX_FILES, TIMEOUT_S
 from evald_client import ErrorCategory, RunState, SubtaskState, TaskType
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -200,6 +201,28 @@ def build_parser() -> argparse.ArgumentParser:
         default="FILE",
         help="buf breaking rule category (default %(default)s, as evald's release gate)",
     )
+    bounds = check.add_argument_group("bounds on what the server's reflection may send")
+    bounds.add_argument(
+        "--max-files",
+        type=_positive,
+        default=MAX_FILES,
+        metavar="N",
+        help="descriptor files, the service's and its imports (default %(default)s)",
+    )
+    bounds.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=MAX_BYTES,
+        metavar="N",
+        help="reflection answer bytes in all (default %(default)s)",
+    )
+    bounds.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=TIMEOUT_S,
+        metavar="S",
+        help="seconds for the whole fetch (default %(default)g)",
+    )
 
     cancel = commands.add_parser("cancel", parents=conn, help="cancel a run")
     cancel.add_argument("run", metavar="RUN")
@@ -238,6 +261,23 @@ def _accept_partial(command: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 0 when the run ends partial (some samples failed for good)",
     )
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def _non_negative(text: str) -> int:

@@ -20,6 +20,7 @@ from evald_cli._compare import compare
 from evald_cli._errors import CliError
 from evald_cli._parser import build_parser
 from evald_cli._report import report
+from evald_cli._terminal import TerminalConsole, printable
 from evald_client import AsyncEvaldClient, EvaldError, TlsConfig
 
 Command = Callable[[AsyncEvaldClient, argparse.Namespace, Console], Awaitable[int]]
@@ -79,11 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     # Logs and pipes get a width that fits the tables, unless COLUMNS says otherwise.
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    out = Console(width=120) if wide else Console()
+    # Server text (model answers, names, messages) is shown, never obeyed: no markup,
+    # control characters escaped (evald_cli._terminal).
+    out = TerminalConsole(width=120) if wide else TerminalConsole()
     try:
         return _dispatch(args, out)
     except (EvaldError, CliError, OSError) as exc:
-        print(f"evald: error: {exc}", file=sys.stderr)
+        print(f"evald: error: {printable(str(exc), one_line=True)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("evald: interrupted", file=sys.stderr)

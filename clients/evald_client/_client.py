@@ -400,7 +400,12 @@ class AsyncEvaldClient:
         merged = service_pb2.ListResultsResponse(
             results=[item async for item in self._pages(self._stub.ListResults, request, "results")]
         )
-        return json_format.MessageToJson(merged, indent=2, ensure_ascii=False)
+        try:
+            return json_format.MessageToJson(merged, indent=2, ensure_ascii=False)
+        except json_format.Error as exc:  # a value the JSON mapping has no form for
+            raise InternalError(
+                f"the server's results have no JSON form: {exc}", code="INTERNAL"
+            ) from exc
 
     async def samples(
         self,

@@ -24,6 +24,7 @@ from evald_client._enums import (
     SubtaskState,
     TaskType,
 )
+from evald_client._errors import InternalError
 from evald_client._models import Cost, EvalError, RetryCounts
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -86,10 +87,19 @@ def task_type_from_proto(value: int) -> TaskType:
 
 
 def timestamp(message: Any, field: str) -> datetime | None:
+    """The field as an aware datetime; a server's timestamp outside what a datetime holds
+    (years 1-9999) is an ``InternalError`` naming the field, not a ``ValueError``."""
     if not message.HasField(field):
         return None
     stamp: timestamp_pb2.Timestamp = getattr(message, field)
-    return stamp.ToDatetime(tzinfo=UTC)
+    try:
+        return stamp.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InternalError(
+            f"the server sent an invalid timestamp in {type(message).__name__}.{field} "
+            f"(seconds {stamp.seconds}, nanos {stamp.nanos})",
+            code="INTERNAL",
+        ) from exc
 
 
 def seconds(value: duration_pb2.Duration) -> float:

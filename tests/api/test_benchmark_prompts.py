@@ -304,6 +304,22 @@ async def test_bad_prompt_and_dataset_settings_are_named(tmp_path: Path) -> None
         )
         assert isinstance(logprobs_on_generation, InvalidArgument)
         assert "needs a multiple_choice dataset" in str(logprobs_on_generation)
+        run_wide_logprobs_without_choices = await _failure(
+            client.create_run(
+                models=["sim-good"],
+                datasets=[("gsm", "1.0.0")],
+                choice_scoring=ChoiceScoring.LOGPROBS,
+            )
+        )
+        assert isinstance(run_wide_logprobs_without_choices, InvalidArgument)
+        assert run_wide_logprobs_without_choices.reason == "RUN_SPEC_INVALID"
+        assert [v.field for v in run_wide_logprobs_without_choices.field_violations] == [
+            "spec.choice_scoring"
+        ]
+        assert "the run has none (gsm 1.0.0 is generation)" in str(
+            run_wide_logprobs_without_choices
+        )
+        assert [r async for r in client.list_runs()] == [], "nothing is stored"
         bad_upload = await _failure(
             client.upload_dataset(
                 name="mc2",

@@ -25,10 +25,14 @@ CLS = enums_pb2.TASK_TYPE_CLASSIFICATION
 QA = enums_pb2.TASK_TYPE_QA
 NER = enums_pb2.TASK_TYPE_NER
 GEN = enums_pb2.TASK_TYPE_GENERATION
+MC = enums_pb2.TASK_TYPE_MULTIPLE_CHOICE
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 GOOD_CLS = b'{"input": "is 2 even?", "label": "yes"}\n'
 GOOD_QA = b'{"question": "Who?", "answers": ["me"]}\n'
+GOOD_MC = (
+    '{"question": "2 - 4?", "choices": ["\u22124", "\u22122", "10", "2"], "answer_index": 1}\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +159,16 @@ BAD_UPLOADS: dict[str, Bad] = {
         records(GEN, b'{"input": "a", "reference": "b", "match": "fuzzy"}\n'),
         **_record_field(1, "match"),
     ),
+    "choices_that_read_the_same": Bad(
+        records(
+            MC,
+            (
+                GOOD_MC
+                + '{"question": "q", "choices": ["\u22122", "-2", "2"], "answer_index": 0}\n'
+            ).encode(),
+        ),
+        **_record_field(2, "choices"),
+    ),
     "empty_upload": Bad(records(CLS, b""), "DATASET_EMPTY"),
     "blank_lines_only": Bad(records(CLS, b"\n  \n\n"), "DATASET_EMPTY"),
     "no_messages": Bad(
@@ -267,6 +281,40 @@ async def test_sdk_reports_line_and_field_of_a_bad_file(address: str, tmp_path: 
         assert (error.metadata["line"], error.metadata["field"]) == ("5", "label")
         assert [v.field for v in error.field_violations] == ["records[line 5].label"]
         assert [d async for d in client.list_datasets(name="sdk-bad")] == []
+
+
+async def test_every_record_with_choices_that_read_the_same_is_named(
+    address: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "colliding.jsonl"
+    path.write_bytes(
+        jsonl(
+            [
+                {"question": "a", "choices": ["2.5", "25", "-2.5"], "answer_index": 0},
+                {"id": "q2", "question": "b", "choices": ["\u22122", "-2", "2"], "answer_index": 0},
+                {"question": "c", "choices": ["5%", "5", "$5"], "answer_index": 1},
+                {"question": "d", "choices": ["Paris", "paris.", "Lyon"], "answer_letter": "C"},
+            ]
+        )
+    )
+    async with AsyncEvaldClient(address) as client:
+        with pytest.raises(DatasetInvalid) as info:
+            await client.upload_dataset(
+                name="colliding", version="1.0.0", task_type="multiple_choice", path=path
+            )
+        error = info.value
+        assert (error.code, error.reason) == ("INVALID_ARGUMENT", "DATASET_FIELD_INVALID")
+        assert [v.field for v in error.field_violations] == [
+            "records[line 2].choices",
+            "records[line 4].choices",
+        ]
+        assert "record 'q2': choices A '\u22122' and B '-2' read the same ('-2')" in (
+            error.field_violations[0].description
+        )
+        assert "A 'Paris' and B 'paris.'" in error.field_violations[1].description
+        assert (error.metadata["line"], error.metadata["records"]) == ("2", "2")
+        assert "2 record(s) have choices an answer could not tell apart" in str(error)
+        assert [d async for d in client.list_datasets(name="colliding")] == []
 
 
 async def test_same_version_same_content_is_the_existing_dataset(address: str) -> None:

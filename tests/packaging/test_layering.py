@@ -44,7 +44,7 @@ _ASIDE = {"fake_provider": frozenset({"config", "domain"})}
 _WIRE = ("grpc", "grpc_reflection", "grpc_health", "evald", "google.protobuf", "google.rpc")
 # The CLI's contract command compares the server's wire descriptors (fetched by
 # reflection) with its own: wire-level by nature, so it speaks gRPC itself.
-_CLI_WIRE_MODULES = frozenset({"evald_cli._contract"})
+_CLI_WIRE_MODULES = frozenset({"evald_cli._contract", "evald_cli._reflection"})
 # ``evald serve`` runs the server where it is installed, importing it only then (the
 # other commands work on a client-only machine).
 _CLI_SERVER_MODULES = frozenset({"evald_cli._serve"})

@@ -52,6 +52,7 @@ class World:
     a: Any  # EvaluationServiceStub (untyped generated code)
     run_id: str
     task_id: str
+    other_task_id: str  # a task of tenant A's second run
     dataset_id: str
     last_seq: int
     page_token_a: str
@@ -99,7 +100,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
         run = await client.wait(run.run_id, timeout_s=60)
         assert run.state.value == "succeeded"
         second = await client.create_run(models=["sim-good"], datasets=[("other", "1.0.0")])
-        await client.wait(second.run_id, timeout_s=60)
+        second = await client.wait(second.run_id, timeout_s=60)
         async with grpc.aio.insecure_channel(address) as channel:
             stub = service_pb2_grpc.EvaluationServiceStub(channel)  # type: ignore[no-untyped-call]
             page = await stub.ListDatasets(
@@ -122,6 +123,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
                 a=stub,
                 run_id=run.run_id,
                 task_id=run.progress.tasks[0].task_id,
+                other_task_id=second.progress.tasks[0].task_id,
                 dataset_id=dataset.dataset_id,
                 last_seq=run.last_seq,
                 page_token_a=page.next_page_token,
@@ -607,7 +609,15 @@ CASES: dict[str, tuple[Call, tuple[str, str]]] = {
             lambda w: service_pb2.ListSamplesRequest(run_id=w.run_id, task_id="t-nope"),
             "tenant-a",
         ),
-        ARG,
+        RUN_404,
+    ),
+    "list-samples-task-of-another-run": (
+        unary_of(
+            "ListSamples",
+            lambda w: service_pb2.ListSamplesRequest(run_id=w.run_id, task_id=w.other_task_id),
+            "tenant-a",
+        ),
+        RUN_404,
     ),
     "list-samples-unknown-state": (
         unary_of(
@@ -631,6 +641,24 @@ CASES: dict[str, tuple[Call, tuple[str, str]]] = {
     ),
     "list-results-foreign": (
         unary_of("ListResults", lambda w: service_pb2.ListResultsRequest(run_id=w.run_id)),
+        RUN_404,
+    ),
+    "list-results-unknown-task": (
+        unary_of(
+            "ListResults",
+            lambda w: service_pb2.ListResultsRequest(run_id=w.run_id, task_ids=["t-nope"]),
+            "tenant-a",
+        ),
+        RUN_404,
+    ),
+    "list-results-task-of-another-run": (
+        unary_of(
+            "ListResults",
+            lambda w: service_pb2.ListResultsRequest(
+                run_id=w.run_id, task_ids=[w.task_id, w.other_task_id]
+            ),
+            "tenant-a",
+        ),
         RUN_404,
     ),
     "list-results-negative-page-size": (

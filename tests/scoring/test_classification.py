@@ -162,11 +162,38 @@ def test_label_rules_with_choices(output: str, expected: str | None) -> None:
         ("B", None),  # letters only mean something when the record has choices
         ("sci fi", "sci-fi"),  # punctuation is a word break in keys
         ("positive or negative", None),
-        ("not positive", "positive"),  # documented limit: rule 4 does not read negation
+        # A negated label is not that label (nor a guess at another one):
+        ("not positive", None),
+        ("not neg", None),
+        ("It is not a very positive review.", None),
+        ("This isn't negative", None),
+        ("This isn’t negative", None),
+        ("Not at all negative", None),
+        ("neutral, not negative", None),
+        ("No doubt: negative", None),  # within reach of "no": not read (a limit of the rule)
+        ("No doubt about it: negative", "negative"),  # four words on: out of reach
+        ("Negative. The review is not kind.", "negative"),  # the negation is after it
     ],
 )
 def test_label_rules_without_choices(output: str, expected: str | None) -> None:
-    labels = ["positive", "negative", "neutral", "sci-fi"]
+    labels = ["positive", "negative", "neutral", "sci-fi", "neg"]
+    assert LabelMatcher(labels, lettered=False).match(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("not toxic", "not toxic"),  # 2. normalised
+        ("The comment is not toxic.", "not toxic"),  # the longer mention holds the shorter
+        ("toxic", "toxic"),
+        ("The comment is toxic.", "toxic"),
+        ("It is not not toxic", None),  # a negated label, even a negative one
+        ("I live in New York", "new york"),
+        ("York, not New York", None),
+    ],
+)
+def test_a_mention_inside_a_longer_label_is_that_label(output: str, expected: str | None) -> None:
+    labels = ["toxic", "not toxic", "york", "new york"]
     assert LabelMatcher(labels, lettered=False).match(output) == expected
 
 

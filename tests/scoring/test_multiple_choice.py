@@ -19,37 +19,40 @@ FOUR = ["Paris", "Lyon", "Marseille", "Nice"]
 @pytest.mark.parametrize(
     ("output", "index", "rule"),
     [
-        # 1. a bare letter, either case
+        # 1. a choice's text, verbatim
+        ("Lyon", 1, "exact_text"),
+        (" Nice\n", 3, "exact_text"),
+        # 2. a bare letter, either case
         ("B", 1, "bare_letter"),
         ("  c \n", 2, "bare_letter"),
-        # 2. a letter in parentheses at the start
+        # 3. a letter in parentheses at the start
         ("(B)", 1, "parenthesised_letter"),
         ("(d) Nice", 3, "parenthesised_letter"),
         ("(B).", 1, "parenthesised_letter"),
-        # 3. a capital letter and "." or ":" at the start
+        # 4. a capital letter and "." or ":" at the start
         ("B.", 1, "letter_dot"),
         ("B. Not wrong", 1, "letter_dot"),
         ("B. The", 1, "letter_dot"),  # cut by max_tokens
         ("C: Marseille", 2, "letter_dot"),
-        # 4. a letter and ")" at the start
+        # 5. a letter and ")" at the start
         ("B)", 1, "letter_paren"),
         ("a) Paris", 0, "letter_paren"),
-        # 5. "answer:" and a capital letter, anywhere
+        # 6. "answer:" and a capital letter, anywhere
         ("Answer: B", 1, "answer_colon"),
         ("My final answer: (C)", 2, "answer_colon"),
         ("answer: **D**", 3, "answer_colon"),
-        # 6. "answer is" and a capital letter, anywhere
+        # 7. "answer is" and a capital letter, anywhere
         ("The answer is (B)", 1, "answer_is"),
         ("I think the correct answer is C because it is big.", 2, "answer_is"),
         ("The answer is: A", 0, "answer_is"),
-        # 7. a capital letter in bold, anywhere
+        # 8. a capital letter in bold, anywhere
         ("**B**", 1, "bold_letter"),
         ("It must be **(C)** here", 2, "bold_letter"),
         ("So: **D.**", 3, "bold_letter"),
-        # 8. exactly one choice's text, ignoring case, punctuation and spacing
+        # 9. exactly one choice's text, ignoring case, punctuation and spacing
         ("paris.", 0, "choice_text"),
         ("  MARSEILLE ", 2, "choice_text"),
-        # 9. exactly one choice's text contained as whole words
+        # 10. exactly one choice's text contained as whole words
         ("It is Lyon, of course", 1, "choice_text_contained"),
         ("the city of nice", 3, "choice_text_contained"),
     ],

@@ -79,9 +79,14 @@ def test_every_task_type_has_a_versioned_scorer(task_type: TaskType) -> None:
     assert scorer.task_type is task_type
     assert scorer.name == task_type.value
     # generation 1.1.0: regex references are matched by RE2; classification 1.1.0: the
-    # bootstrap draws counts per kind of record.
-    bumped = (TaskType.GENERATION, TaskType.CLASSIFICATION)
-    version = "1.1.0" if task_type in bumped else "1.0.0"
+    # bootstrap draws counts per kind of record, 1.2.0: a negated label is not that label;
+    # multiple_choice 1.1.0: verbatim choice texts first, signs, decimals and units kept.
+    versions = {
+        TaskType.GENERATION: "1.1.0",
+        TaskType.CLASSIFICATION: "1.2.0",
+        TaskType.MULTIPLE_CHOICE: "1.1.0",
+    }
+    version = versions.get(task_type, "1.0.0")
     assert scorer.version == version
     report = score_task(task_type, [])
     assert report.scorer == f"{task_type.value}@{version}"

@@ -47,12 +47,35 @@ from evald_server.engine import (
     shot_source,
     task_prompt,
 )
-from evald_server.store import DatasetRow, LiveRunLimitReached, NewRun, NewTask, RunRow, Store
+from evald_server.store import (
+    DatasetRow,
+    LiveRunLimitReached,
+    NewRun,
+    NewTask,
+    RunRow,
+    Store,
+    TaskRow,
+)
 
 _SAMPLE_BATCH = 16  # rows read per store call while filling a ListSamples page
 
 _LIVE = (RunState.PENDING, RunState.RUNNING)
 CANCEL_WAIT_S = 5.0  # how long CancelRun waits for the run to end before it answers
+
+
+def _check_run_choice_scoring(spec: RunSpec, datasets: Sequence[DatasetRow]) -> None:
+    """A run-wide log-probability setting applies to multiple-choice datasets only: on a
+    run without one it would change nothing, and silently."""
+    if spec.choice_scoring is not ChoiceScoring.LOGPROBS:
+        return
+    if any(d.task_type is TaskType.MULTIPLE_CHOICE for d in datasets):
+        return
+    field = "spec.choice_scoring"
+    kinds = ", ".join(f"{d.name} {d.benchmark_version} is {d.task_type.value}" for d in datasets)
+    message = f"log-probability scoring needs a multiple_choice dataset; the run has none ({kinds})"
+    raise field_error(
+        field, message, f"invalid run spec: {field}: {message}", reason=ErrorReason.RUN_SPEC_INVALID
+    )
 
 
 class RunService:
@@ -69,6 +92,19 @@ class RunService:
                 ErrorReason.RUN_NOT_FOUND, f"run {run_id!r} not found", metadata={"runId": run_id}
             )
         return run
+
+    async def _tasks_of(self, run_id: str, task_ids: Sequence[str]) -> dict[str, TaskRow]:
+        """The run's tasks by id; NOT_FOUND naming ``task_ids`` that are not among them
+        (a run's listing filtered by a task it does not have is no empty answer)."""
+        tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
+        unknown = [t for t in dict.fromkeys(task_ids) if t not in tasks]
+        if unknown:
+            raise NotFound(
+                ErrorReason.RUN_NOT_FOUND,
+                f"run {run_id} has no task {', '.join(map(repr, unknown))}",
+                metadata={"runId": run_id, "taskIds": ",".join(unknown)},
+            )
+        return tasks
 
     async def _run(self, row: RunRow) -> Run:
         tasks = await self._store.get_tasks(row.run_id)
@@ -197,6 +233,7 @@ class RunService:
             datasets.append(row)
         for row in datasets:
             await self._validate_dataset_settings(tenant, spec, row)
+        _check_run_choice_scoring(spec, datasets)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
         if spec.judge is not None:  # each answer may get a judge subtask per round
@@ -360,6 +397,7 @@ class RunService:
         page_token: str = "",
     ) -> Page[TaskEvaluation]:
         await self._owned(tenant, run_id)
+        await self._tasks_of(run_id, task_ids)
         filters = {"run": run_id, "tasks": sorted(task_ids)}
         query = page_query(
             "results", tenant, filters, integer, page_size=page_size, page_token=page_token
@@ -383,14 +421,7 @@ class RunService:
         page_token: str = "",
     ) -> Page[Sample]:
         run = await self._owned(tenant, run_id)
-        tasks = {t.task_id: t for t in await self._store.get_tasks(run_id)}
-        if task_id and task_id not in tasks:
-            raise field_error(
-                "task_id",
-                "not a task of this run",
-                f"task {task_id!r} is not a task of run {run_id}",
-                metadata={"runId": run_id},
-            )
+        tasks = await self._tasks_of(run_id, [task_id] if task_id else [])
         filters = {"run": run_id, "task": task_id or "", "states": sorted(s.value for s in states)}
         query = page_query(
             "samples", tenant, filters, integer, page_size=page_size, page_token=page_token

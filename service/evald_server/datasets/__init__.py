@@ -18,7 +18,14 @@ from evald_server.datasets._chat import (
     shot_positions,
     shots_needed,
 )
-from evald_server.datasets._choices import MAX_CHOICES, choice_letter, gold_choice_index
+from evald_server.datasets._choices import (
+    MAX_CHOICES,
+    choice_key,
+    choice_letter,
+    colliding_choices,
+    gold_choice_index,
+    letter_choices,
+)
 from evald_server.datasets._numbers import last_number, reference_number
 from evald_server.datasets._prompts import (
     PLACEHOLDERS,
@@ -60,12 +67,15 @@ __all__ = [
     "PromptOptions",
     "Shot",
     "bio_entities",
+    "choice_key",
     "choice_letter",
+    "colliding_choices",
     "compile_regex",
     "expected_text",
     "gold_choice_index",
     "gold_entities",
     "last_number",
+    "letter_choices",
     "parse_jsonl",
     "plain_prompt",
     "pool_of",

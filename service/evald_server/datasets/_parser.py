@@ -2,7 +2,10 @@
 
 The first bad line fails the whole upload with ``DatasetInvalid`` (a size limit with
 ``ResourceExhausted``), whose message and metadata name the line and the field;
-nothing is returned half-way. The content hash
+nothing is returned half-way. Once every line is a valid record, multiple-choice records
+whose choices an answer could not tell apart (``colliding_choices``,
+``letter_choices``) fail the upload together: one field violation per such record (the first
+``MAX_REPORTED_RECORDS``), the message counting them all. The content hash
 is taken over the canonical JSON of the validated records (sorted keys, no
 whitespace), so re-serialising the same records does not make a "different" version.
 """
@@ -16,6 +19,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from evald_server.datasets import _strict_json
+from evald_server.datasets._choices import (
+    choice_key,
+    choice_letter,
+    colliding_choices,
+    letter_choices,
+)
 from evald_server.datasets._records import RECORD_MODELS
 from evald_server.domain import (
     DatasetInvalid,
@@ -25,6 +34,9 @@ from evald_server.domain import (
     TaskType,
     request_error,
 )
+
+# Records named one by one in an upload error (the message counts every one).
+MAX_REPORTED_RECORDS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +70,10 @@ def parse_jsonl(
     records: list[DatasetRecord] = []
     first_line_of_id: dict[str, int] = {}
     decoder = _strict_json.StrictDecoder()
+    # Records whose choices an answer cannot tell apart: how many, and the first ones'
+    # (line, violation).
+    ambiguous = 0
+    shown: list[tuple[int, FieldViolation]] = []
     for line_number, raw in _lines(chunks, max_record_bytes):
         if not raw.strip():
             continue
@@ -90,6 +106,12 @@ def parse_jsonl(
                 ErrorReason.DATASET_DUPLICATE_ID, line_number, "id", problem, firstLine=first
             )
         first_line_of_id[record_id] = line_number
+        if task_type is TaskType.MULTIPLE_CHOICE:
+            violation = _colliding(fields["choices"], line_number, record_id)
+            if violation is not None:
+                ambiguous += 1
+                if len(shown) < MAX_REPORTED_RECORDS:
+                    shown.append((line_number, violation))
         canonical = json.dumps(
             {"id": record_id, **fields}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
@@ -98,7 +120,42 @@ def parse_jsonl(
         records.append(DatasetRecord(record_id=record_id, line=line_number, fields=fields))
     if not records:
         raise DatasetInvalid(ErrorReason.DATASET_EMPTY, "the dataset has no records")
+    if ambiguous:
+        raise _ambiguous_choices(shown, ambiguous)
     return ParsedDataset(records=tuple(records), content_sha256=digest.hexdigest())
+
+
+def _colliding(choices: list[str], line: int, record_id: str) -> FieldViolation | None:
+    """A violation naming the record when an answer could not tell some of its choices
+    apart: choices that read the same, or a choice whose text is another's letter."""
+    problems = [
+        " and ".join(f"{choice_letter(i)} {choices[i]!r}" for i in group)
+        + f" read the same ({choice_key(choices[group[0]])!r})"
+        for group in colliding_choices(choices)
+    ] + [
+        f"{choice_letter(i)} {choices[i]!r} is the letter of choice {choice_letter(named)}"
+        for i, named in letter_choices(choices)
+    ]
+    if not problems:
+        return None
+    description = (
+        f"record {record_id!r}: choices {'; '.join(problems)} (case, spacing and framing "
+        "punctuation ignored): an answer could not tell them apart"
+    )
+    return FieldViolation(field=f"records[line {line}].choices", description=description)
+
+
+def _ambiguous_choices(shown: list[tuple[int, FieldViolation]], count: int) -> EvaldError:
+    more = f" and {count - len(shown)} more" if count > len(shown) else ""
+    lines = ", ".join(f"line {line}" for line, _ in shown)
+    first_line, first = shown[0]
+    return request_error(
+        ErrorReason.DATASET_FIELD_INVALID,
+        f"{count} record(s) have choices an answer could not tell apart "
+        f"({lines}{more}); line {first_line}: {first.description}",
+        metadata={"line": first_line, "field": "choices", "records": count},
+        field_violations=tuple(violation for _, violation in shown),
+    )
 
 
 def _lines(chunks: Iterable[bytes], max_record_bytes: int) -> Iterator[tuple[int, bytes]]:

@@ -7,7 +7,7 @@ SCORER_TIMEOUT) for that task only. It takes the samples in memory or as a
 ``SampleSource`` (pages of ``EncodedSample``s, records as their stored JSON text, sent to
 the worker one page at a time), and the report's per-sample scores come back as
 ``SampleScores`` (columns, read row by row). The scoring rules of each task type are documented
-in its module (``_classification``, ``_labels``, ``_qa``, ``_normalize``, ``_ner``,
+in its module (``_classification``, ``_labels``, ``_mentions``, ``_qa``, ``_normalize``, ``_ner``,
 ``_entities``, ``_summarization``, ``_generation``, ``_multiple_choice``, ``_choices``)
 and the intervals in ``_intervals``; the reducers over repeats (pass@k, pass^k,
 majority, mean) in ``_reducers``.

@@ -4,27 +4,31 @@ Choices are lettered A, B, ... in order. The rules, tried in this order on the a
 with surrounding whitespace removed; the first that names a choice wins (a letter
 beyond the record's choices does not, and the next rule is tried):
 
-1. ``bare_letter`` — the whole answer is one letter, either case: "B", "b".
-2. ``parenthesised_letter`` — the answer starts with a letter in parentheses, either
+1. ``exact_text`` — the answer is the text of exactly one choice, verbatim (both
+   stripped): "-2" → "-2", "2" → "2", whatever else the other choices read like.
+2. ``bare_letter`` — the whole answer is one letter, either case: "B", "b".
+3. ``parenthesised_letter`` — the answer starts with a letter in parentheses, either
    case: "(B)", "(b) Paris", "(B).".
-3. ``letter_dot`` — the answer starts with a capital letter and "." or ":", then a space
+4. ``letter_dot`` — the answer starts with a capital letter and "." or ":", then a space
    or the end: "B.", "B. Not wrong", "B. The" (cut by max_tokens), "B: Paris".
-4. ``letter_paren`` — the answer starts with a letter and ")", then a space or the end:
+5. ``letter_paren`` — the answer starts with a letter and ")", then a space or the end:
    "B)", "b) Paris".
-5. ``answer_colon`` — "answer" (any case) and ":" followed by a capital letter, maybe in
+6. ``answer_colon`` — "answer" (any case) and ":" followed by a capital letter, maybe in
    parentheses or bold, anywhere (the first one): "Answer: B", "Final answer: (C)".
-6. ``answer_is`` — "answer is" (any case), maybe ":", then a capital letter, maybe in
+7. ``answer_is`` — "answer is" (any case), maybe ":", then a capital letter, maybe in
    parentheses or bold, anywhere (the first one): "The answer is (B)", "I think the
    correct answer is C because ...".
-7. ``bold_letter`` — a capital letter in Markdown bold, anywhere (the first one):
+8. ``bold_letter`` — a capital letter in Markdown bold, anywhere (the first one):
    "**B**", "**(B)**", "**B.**".
-8. ``choice_text`` — the answer equals the text of exactly one choice, ignoring case,
-   punctuation and spacing: "paris." → "Paris".
-9. ``choice_text_contained`` — the text of exactly one choice occurs in the answer as
-   whole words (same normalisation): "It is Paris, of course" → "Paris". Two choices
-   occurring ("Paris or Lyon") map to nothing.
+9. ``choice_text`` — the answer's ``choice_key`` equals exactly one choice's: case,
+   framing punctuation and spacing ignored, signs (the Unicode minus too), decimal
+   points, symbols and units kept: "paris." → "Paris", "−2" → "-2", but "2" is not "-2".
+10. ``choice_text_contained`` — exactly one choice's key occurs in the answer's key as
+   whole words (``_mentions``: a mention inside a longer one is part of it): "It is
+   Paris, of course" → "Paris", "x = -2." → "-2". Two choices occurring ("Paris or
+   Lyon"), or a negated one ("not Paris"), map to nothing.
 
-A letter in rules 5-7 must not run on into a word: "Answer: Because ..." is no letter.
+A letter in rules 6-8 must not run on into a word: "Answer: Because ..." is no letter.
 An answer no rule maps is *unmapped*: wrong, flagged ``unmapped_output``, counted.
 
 With log-probability scoring the first generated token's top log-probabilities are read
@@ -39,9 +43,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evald_server.scoring._normalize import label_key
+from evald_server.datasets import choice_key
+from evald_server.scoring._mentions import mentioned
 
 RULES = (
+    "exact_text",
     "bare_letter",
     "parenthesised_letter",
     "letter_dot",
@@ -80,21 +86,27 @@ class Extraction:
 def extract_choice(output: str, choices: Sequence[str]) -> Extraction:
     """The first rule of the module's list that maps ``output`` to one of ``choices``."""
     stripped = output.strip()
+    verbatim = [i for i, choice in enumerate(choices) if choice.strip() == stripped]
+    if len(verbatim) == 1:
+        return Extraction(verbatim[0], "exact_text")
     for rule, pattern, anywhere in _LETTER_RULES:
         found = pattern.search(stripped) if anywhere else pattern.match(stripped)
         if found is not None:
             index = ord(found.group(1).upper()) - ord("A")
             if index < len(choices):
                 return Extraction(index, rule)
-    keys = [label_key(choice) for choice in choices]
-    answer = label_key(stripped)
-    exact = [i for i, key in enumerate(keys) if key and key == answer]
-    if len(exact) == 1:
-        return Extraction(exact[0], "choice_text")
-    padded = f" {answer} "
-    contained = [i for i, key in enumerate(keys) if key and f" {key} " in padded]
-    if len(contained) == 1:
-        return Extraction(contained[0], "choice_text_contained")
+    keys = [choice_key(choice) for choice in choices]
+    answer = choice_key(stripped)
+    same = [i for i, key in enumerate(keys) if key and key == answer]
+    if len(same) == 1:
+        return Extraction(same[0], "choice_text")
+    present = {key for key in keys if key}
+    lengths = sorted({key.count(" ") + 1 for key in present})
+    mentions = mentioned(answer.split(), present, lengths)
+    if mentions is not None and len(mentions) == 1:
+        (only,) = mentions
+        if keys.count(only) == 1:  # choices sharing a key (refused at upload) are no answer
+            return Extraction(keys.index(only), "choice_text_contained")
     return Extraction(None, UNMAPPED)
 
 

@@ -59,7 +59,9 @@ class _Counts:
 
 class ClassificationScorer(BaseScorer):
     name = "classification"
-    version = "1.1.0"  # 1.1.0: bootstrap counts per label pair drawn directly
+    # 1.1.0: bootstrap counts per label pair drawn directly; 1.2.0: a negated label is
+    # not read as that label
+    version = "1.2.0"
     task_type = TaskType.CLASSIFICATION
     primary_metric = "correct"
 

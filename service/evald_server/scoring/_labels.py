@@ -13,8 +13,11 @@ that yields exactly one label wins:
    "The correct answer is (B)." — or followed by the choice's own text — "B) Paris",
    "(B) paris". A letter beyond the choices maps to nothing.
 4. **Alone in a sentence**: exactly one candidate's key occurs in the output's key as
-   whole words: "The sentiment is positive." → "positive". Two different candidates
-   occurring ("not positive but negative") map to nothing.
+   whole words (``_mentions``: a mention inside a longer one is part of it, "not toxic"
+   is the label "not toxic" when there is one): "The sentiment is positive." →
+   "positive". Two different candidates occurring ("positive or negative") map to
+   nothing, and so does a negated one ("not positive", "isn't negative"): a reader that
+   took "not neg" for "neg" would score the opposite answer as right.
 
 An output that no rule maps is *unmapped*: counted wrong, flagged per sample. Candidates
 that share a key (only possible across records without choices) are ambiguous under
@@ -24,6 +27,7 @@ rules 2 and 4 and are reached by rule 1 only.
 import re
 from collections.abc import Iterable
 
+from evald_server.scoring._mentions import mentioned
 from evald_server.scoring._normalize import label_key
 
 _LETTER_ALONE = re.compile(r"^[(\[]?([A-Za-z])[)\]]?[.:]?$")
@@ -79,13 +83,8 @@ class LabelMatcher:
         return None
 
     def _match_in_sentence(self, key: str) -> str | None:
-        words = key.split()
-        found: set[str] = set()
-        for length in self._lengths:
-            for start in range(len(words) - length + 1):
-                labels = self._by_key.get(" ".join(words[start : start + length]))
-                if labels is not None:
-                    found |= labels
-                    if len(found) > 1:
-                        return None
-        return next(iter(found)) if found else None
+        keys = mentioned(key.split(), self._by_key, self._lengths)
+        if keys is None:
+            return None
+        labels = {label for found in keys for label in self._by_key[found]}
+        return labels.pop() if len(labels) == 1 else None

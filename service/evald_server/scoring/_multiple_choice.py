@@ -71,7 +71,7 @@ def _read(
 
 class MultipleChoiceScorer(BaseScorer):
     name = "multiple_choice"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1.0: verbatim choice texts first; signs, decimals, units kept
     task_type = TaskType.MULTIPLE_CHOICE
     primary_metric = "correct"
 
