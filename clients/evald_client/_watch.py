@@ -49,6 +49,14 @@ OpenStream = Callable[[service_pb2.WatchRunRequest], Any]
 IsTerminal = Callable[[], Awaitable[bool]]
 
 
+# How a stream that breaks reads at the client: UNAVAILABLE (a drain, a lost
+# connection), or CANCELLED when the server went away with the stream still open (it
+# cancels its open calls when it stops). This client never cancels a watch it still
+# iterates (its own cancel is an asyncio cancellation), so either is the server's doing,
+# and the watch, resumable by its cursor, goes on from the last seq it saw.
+_RESUMABLE = frozenset({"UNAVAILABLE", "CANCELLED"})
+
+
 async def watch_events(
     open_stream: OpenStream,
     run_is_terminal: IsTerminal,
@@ -86,14 +94,14 @@ async def watch_events(
                 yield event
         except grpc.RpcError as exc:
             error, cause = error_from_rpc(exc), exc
-            if error.code != "UNAVAILABLE":
+            if error.code not in _RESUMABLE:
                 raise error from exc
         finally:
             call.cancel()
         # The server ends a stream OK after the run's current terminal event.
         if error is None and (ended or await run_is_terminal()):
             return
-        # The stream broke (UNAVAILABLE) or ended without the terminal event.
+        # The stream broke (UNAVAILABLE, CANCELLED) or ended without the terminal event.
         if failures >= policy.max_attempts:
             if error is not None:
                 raise error from cause

@@ -88,11 +88,13 @@ def _pack(message: Any) -> any_pb2.Any:
 
 @dataclass
 class WatchCut:
-    """Cut the n-th WatchRun call with UNAVAILABLE after ``after_events`` events;
-    ``rewind`` replays that many already-sent events on the next call (a sloppy server)."""
+    """Cut the n-th WatchRun call with ``code`` after ``after_events`` events (CANCELLED:
+    how a server that stops with the stream open ends it); ``rewind`` replays that many
+    already-sent events on the next call (a sloppy server)."""
 
     after_events: int
     rewind: int = 0
+    code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
 
 
 class FakeEvaluationService(service_pb2_grpc.EvaluationServiceServicer):
@@ -271,6 +273,8 @@ class FakeEvaluationService(service_pb2_grpc.EvaluationServiceServicer):
             )
         for sent, event in enumerate(pending):
             if cut is not None and sent == cut.after_events:
+                if cut.code is not grpc.StatusCode.UNAVAILABLE:
+                    await context.abort(cut.code, cut.code.name)
                 await context.abort(
                     grpc.StatusCode.UNAVAILABLE,
                     "connection reset",

@@ -2,6 +2,7 @@
 
 from contextlib import aclosing
 
+import grpc
 import pytest
 
 import evald_client as ec
@@ -62,6 +63,20 @@ async def test_watch_resumes_after_cuts_with_no_gap_and_no_duplicate(
     expected = [e.seq for e in servicer.events["r-1"]]
     assert _logged(events) == expected
     assert [after for _, after in servicer.watch_requests] == [0, 3, 7]
+
+
+@pytest.mark.anyio
+async def test_a_stream_the_server_cancels_resumes_like_one_it_drops(
+    servicer: FakeEvaluationService, address: str
+) -> None:
+    # A server that stops with a watch still open cancels it: the client sees CANCELLED,
+    # which it never causes itself while it iterates, and resumes from its cursor.
+    servicer.add_run(_protos.run("r-1"))
+    servicer.watch_cuts = [WatchCut(after_events=3, code=grpc.StatusCode.CANCELLED)]
+    async with ec.AsyncEvaldClient(address, reconnect=FAST) as client:
+        events = await _collect(client, "r-1")
+    assert _logged(events) == [e.seq for e in servicer.events["r-1"]]
+    assert [after for _, after in servicer.watch_requests] == [0, 3]
 
 
 @pytest.mark.anyio

@@ -140,7 +140,9 @@ def test_choices_that_read_the_same_fail_the_upload_naming_each_record() -> None
         f"records[line {line}].choices" for line in range(2, 2 + MAX_REPORTED_RECORDS)
     ]
     assert error.metadata == {"line": "2", "field": "choices", "records": str(count)}
-    assert error.message.startswith(f"{count} record(s) have choices an answer could not tell")
+    # Like every dataset error, the message starts with the line (and field) it names.
+    assert error.message.startswith("line 2, field 'choices': record 'c0': choices B")
+    assert f"; {count} record(s) have choices an answer could not tell apart" in error.message
     assert "and 5 more" in error.message
     assert "record 'c0': choices B '-1' and C '\u22121' read the same ('-1')" in error.message
 

@@ -17,7 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evald.v1 import dataset_pb2, enums_pb2, service_pb2, service_pb2_grpc
-from evald_server.datasets import parse_jsonl, render_prompt, validate_template
+from evald_server.datasets import (
+    choice_key,
+    colliding_choices,
+    letter_choices,
+    parse_jsonl,
+    render_prompt,
+    validate_template,
+)
 from evald_server.domain import EvaldError, TaskType
 from tests._shared import status_of
 from tests.harness import ServerProcess
@@ -70,7 +77,10 @@ def _valid_records(task_type: TaskType) -> st.SearchStrategy[dict[str, Any]]:
                 "answer_index": pick % len(choices),
             },
             nonempty,
-            st.lists(nonempty, min_size=2, max_size=5),
+            # Valid: an answer can tell the choices apart (the upload refuses others).
+            st.lists(nonempty, min_size=2, max_size=5, unique_by=choice_key).filter(
+                lambda choices: not colliding_choices(choices) and not letter_choices(choices)
+            ),
             st.integers(0, 4),
         )
     else:

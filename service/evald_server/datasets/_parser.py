@@ -151,8 +151,8 @@ def _ambiguous_choices(shown: list[tuple[int, FieldViolation]], count: int) -> E
     first_line, first = shown[0]
     return request_error(
         ErrorReason.DATASET_FIELD_INVALID,
-        f"{count} record(s) have choices an answer could not tell apart "
-        f"({lines}{more}); line {first_line}: {first.description}",
+        f"line {first_line}, field 'choices': {first.description}; {count} record(s) have "
+        f"choices an answer could not tell apart ({lines}{more})",
         metadata={"line": first_line, "field": "choices", "records": count},
         field_violations=tuple(violation for _, violation in shown),
     )
