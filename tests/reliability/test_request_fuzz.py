@@ -257,11 +257,18 @@ def _forged(token: str) -> list[str]:
     return forged
 
 
-def _quiescent(db: Path, timeout_s: float = 60.0) -> None:
-    """Wait until no run is live, so that the store only changes by our requests."""
+_LIVE = "SELECT run_id FROM runs WHERE state IN ('pending', 'running')"
+
+
+def _quiescent(world: World, timeout_s: float = 60.0) -> None:
+    """End every live run, so that the store only changes by our requests. A generated
+    run may wait for retries as long as its generated backoff: cancelled, it ends once
+    its calls in flight (0.5 ms each) have, and the deadline bounds only a hang."""
+    for (run_id,) in query(world.db, _LIVE):
+        world.stub.CancelRun(service_pb2.CancelRunRequest(run_id=run_id), timeout=30)
     deadline = time.monotonic() + timeout_s
-    while query(db, "SELECT COUNT(*) FROM runs WHERE state IN ('pending', 'running')")[0][0]:
-        assert time.monotonic() < deadline, "a generated run did not finish"
+    while query(world.db, _LIVE):
+        assert time.monotonic() < deadline, "a cancelled run did not end"
         time.sleep(0.02)
 
 
@@ -368,7 +375,7 @@ def _call(world: World, method: MethodDescriptor, data: st.DataObject) -> None:
             call = lambda: list(rpc(request, timeout=30))  # noqa: E731
         else:
             call = lambda: rpc(request, timeout=30)  # noqa: E731
-    _quiescent(world.db)
+    _quiescent(world)
     before = dump(world.db)
     refused: grpc.RpcError | None = None
     try:

@@ -17,6 +17,7 @@ import pytest
 from evald_server.datasets import InvalidRegex, compile_regex, parse_jsonl
 from evald_server.domain import DatasetInvalid, TaskType
 from evald_server.scoring import ScoringFailure, ScoringPool, score_task
+from tests._shared import wait_for
 from tests.scoring._factories import samples_of
 from tests.scoring._pool_scorers import SleepingScorer
 from tests.scoring.test_intervals import BUILDERS
@@ -62,7 +63,7 @@ async def test_a_quick_task_is_scored_while_a_slow_one_holds_the_only_slot(
             tg.start_soon(score_slow)
             tg.start_soon(score_quick)
     assert "slow" not in finished  # still running (then cancelled) when quick was done
-    assert finished["quick"] < 15
+    assert "quick" in finished
 
 
 @pytest.mark.anyio
@@ -72,17 +73,20 @@ async def test_the_long_lane_is_bounded_too(pool: ScoringPool, tmp_path: Path) -
         return list(samples_of([(record, "x")]))
 
     async def slow(name: str) -> None:
-        with pytest.raises(ScoringFailure):
-            await pool.score(TaskType.SUMMARIZATION, sleeper(name), seed=0, timeout_s=3)  # type: ignore[arg-type]
+        await pool.score(TaskType.SUMMARIZATION, sleeper(name), seed=0, timeout_s=60)  # type: ignore[arg-type]
 
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(slow, "a")
-            tg.start_soon(slow, "b")
-            tg.start_soon(slow, "c")
-            await anyio.sleep(1.5)
-            # One long, one shared (waiting for the full long lane), one waiting.
-            assert pool.lane_stats() == (1, 1)
+    async def one_long_one_shared() -> bool:
+        # One long, one shared (waiting for the full long lane), one waiting.
+        return pool.lane_stats() == (1, 1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(slow, "a")
+        tg.start_soon(slow, "b")
+        tg.start_soon(slow, "c")
+        await wait_for(one_long_one_shared, timeout_s=45)
+        await anyio.sleep(0.5)  # and it stays so: no third job gets a slot
+        assert pool.lane_stats() == (1, 1)
+        tg.cancel_scope.cancel()  # the sleepers are killed with their scope
 
 
 def test_the_evil_regex_is_linear_under_re2() -> None:
