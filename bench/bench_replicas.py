@@ -58,7 +58,7 @@ from evald_server.store import (
     Store,
     SubtaskOutcome,
 )
-from evald_server.store._postgres import PostgresStore
+from evald_server.store.postgres import PostgresStore
 
 RESULTS = Path(__file__).parent / "results" / "replicas.json"
 DEFAULT_DSN = os.environ.get("EVALD_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -43,11 +43,11 @@ from evald_server.store import (
     SharedRate,
     StoreChange,
     StoreError,
+    StoreUnavailable,
     TaskFinish,
 )
-from evald_server.store._pg_leases import _CAPACITY_LOCK, DB_NOW, IDLE_SHARE
-from evald_server.store._pg_schema import LATEST_VERSION, migrate
-from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
+from evald_server.store.postgres import LATEST_VERSION, PostgresStore, migrate, redact
+from evald_server.store.postgres._leases import _CAPACITY_LOCK, DB_NOW, IDLE_SHARE
 from tests._postgres import empty, new_database, pg_url
 from tests._shared import wait_for
 from tests.store._helpers import add_dataset, add_run
