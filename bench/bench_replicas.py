@@ -124,7 +124,7 @@ async def _drive(store: Store, run_id: str) -> tuple[float, float, int]:
         ]
         if len(pending) >= BATCH or (claim.exhausted and pending):
             t0 = time.perf_counter()
-            report = await store.complete(pending, time.time())
+            report = await store.record_outcomes(pending, time.time())
             commit_s += time.perf_counter() - t0
             done += report.applied
             pending = []

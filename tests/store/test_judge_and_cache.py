@@ -33,7 +33,7 @@ async def test_a_succeeded_answer_creates_its_judge_subtasks_pending_and_counted
     run = await add_run(store, [ds], judge=("judge", 2))
     answers = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
     assert [a.phase for a in answers] == [SubtaskPhase.ANSWER] * 3
-    report = await store.complete(
+    report = await store.record_outcomes(
         [
             outcome(answers[0], OutcomeKind.SUCCEEDED, output="Paris", finish_reason="stop"),
             outcome(answers[1], OutcomeKind.SUCCEEDED, output="Rome", finish_reason="stop"),
@@ -59,7 +59,7 @@ async def test_a_succeeded_answer_creates_its_judge_subtasks_pending_and_counted
     assert all(j.phase is SubtaskPhase.JUDGE and j.model_id == "judge" for j in judged)
     assert len({j.subtask_id for j in judged}) == 4
     assert judged[0].subtask_id.startswith(f"{task.task_id}.{judged[0].record_idx}.0.j")
-    done = await store.complete(
+    done = await store.record_outcomes(
         [
             outcome(
                 j, OutcomeKind.SUCCEEDED, output="ok\nVERDICT: PASS", verdict=1.0, phase=j.phase
@@ -79,7 +79,7 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
     answered_at = time.time() + 1.0
     judged_at = answered_at + 5.0  # the judge phase ends well after the answers
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(a, OutcomeKind.SUCCEEDED, output=f"a{a.record_idx}", latency_s=0.5)
             for a in answers
@@ -87,7 +87,7 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
         answered_at,
     )
     judged = (await store.claim_ready(run.run_id, "judge", 10, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(
                 judged[0],
@@ -169,7 +169,7 @@ async def test_judge_subtasks_resume_and_cancel_like_any_subtask(
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds], judge=("judge", 1))
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [outcome(a, OutcomeKind.SUCCEEDED, output="x") for a in answers], time.time()
     )
     claimed = (await store.claim_ready(run.run_id, "judge", 1, time.time())).subtasks
@@ -195,7 +195,7 @@ async def test_a_cache_hit_is_stored_and_counted_apart_from_provider_calls(
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds])
     first, second = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(first, OutcomeKind.SUCCEEDED, output="x", latency_s=1.0, completion_tokens=3),
             outcome(
@@ -265,7 +265,7 @@ async def test_an_answer_that_succeeds_after_a_cancel_creates_no_judge_subtask(
     run = await add_run(store, [ds], judge=("judge", 1))
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
     await store.cancel_run(run.run_id, time.time())
-    report = await store.complete(
+    report = await store.record_outcomes(
         [outcome(a, OutcomeKind.SUCCEEDED, output="late") for a in answers], time.time()
     )
     assert report.judge_work == ()

@@ -444,7 +444,9 @@ class PostgresStore:
 
         return await self._run(claim)
 
-    async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
+    async def record_outcomes(
+        self, outcomes: Sequence[SubtaskOutcome], now: float
+    ) -> CompletionReport:
         try:
             return await self._run(work.record_outcomes, outcomes, self.owner, now, self._retain)
         except _UNSTORABLE as exc:  # the transaction is rolled back

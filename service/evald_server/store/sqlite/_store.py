@@ -288,7 +288,9 @@ class SqliteStore:
             work.claim_ready, run_id, model_id, limit, self.owner, now, self._retain
         )
 
-    async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
+    async def record_outcomes(
+        self, outcomes: Sequence[SubtaskOutcome], now: float
+    ) -> CompletionReport:
         try:
             return await self._write(work.record_outcomes, outcomes, self.owner, now, self._retain)
         except _UNSTORABLE as exc:  # rolled back by ``transaction``
