@@ -338,8 +338,15 @@ JUDGE_SUBTASK_COLUMNS: tuple[str, ...] = (
     "judged_row_id",
     "judge_round",
 )
-# A succeeded answer that may be judged (``plans.Answer``), selected ``FROM subtasks a``.
+# A succeeded answer that may be judged (``plans.Answer``), selected ``FROM subtasks a``;
+# those of judged tasks that no judge subtask grades yet (they succeeded after their
+# run's cancel), ``UNJUDGED_FROM``, filtered further on ``t`` (their task).
 ANSWER_COLUMNS = "a.row_id, a.run_id, a.task_id, a.record_idx, a.repeat_index"
+UNJUDGED_FROM = (
+    "FROM subtasks a JOIN tasks t ON t.task_id = a.task_id WHERE t.judge_rounds > 0 "
+    "AND a.phase = 0 AND a.state = 'succeeded' "
+    "AND NOT EXISTS (SELECT 1 FROM subtasks j WHERE j.judged_row_id = a.row_id)"
+)
 
 
 def judges_from(rows: Iterable[Row]) -> dict[str, tuple[str, int]]:

@@ -13,6 +13,7 @@ import asyncpg
 from evald_server.domain import EvalError, RunState, SubtaskState
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._plans import (
+    Answer,
     CounterDeltas,
     cancel_applies,
     cancel_events,
@@ -36,7 +37,14 @@ from evald_server.store._records import (
     TaskFinish,
     TransitionReport,
 )
-from evald_server.store._rows import COUNTER_COLUMNS, NEW_SUBTASK_COLUMNS, dumps, error_json
+from evald_server.store._rows import (
+    ANSWER_COLUMNS,
+    COUNTER_COLUMNS,
+    NEW_SUBTASK_COLUMNS,
+    UNJUDGED_FROM,
+    dumps,
+    error_json,
+)
 from evald_server.store.postgres._common import (
     CANCEL,
     EVERYONE,
@@ -44,6 +52,7 @@ from evald_server.store.postgres._common import (
     WORK,
     append_events,
     apply_deltas,
+    create_judge_subtasks,
     finish_ready_tasks,
     lock_runs,
     notice,
@@ -176,7 +185,9 @@ async def retry_failed(
     """Re-queue the run's subtasks in ``states`` (optionally of some tasks, or whose last
     error has one of some categories or reasons) with a fresh retry budget; their tasks
     will be scored again. The retry lifts the run's cancel (``RETRYABLE_STATES``): what
-    it re-queues must run, and a cancelled subtask it does not re-queue stays cancelled."""
+    it re-queues must run, a cancelled subtask it does not re-queue stays cancelled, and
+    the answers that succeeded under the cancel (no judge subtasks then) get theirs in
+    its tasks."""
     async with conn.transaction():
         runs = await lock_runs(conn, [run_id])
         if run_id not in runs:
@@ -203,6 +214,9 @@ async def retry_failed(
         deltas = CounterDeltas()
         for task_id, _model, state in rows:
             deltas.move(run_id, task_id, _S(state), _S.PENDING)
+        # The cancel lifted: answers that succeeded under it are judged now.
+        unjudged = await _unjudged(conn, run_id, task_ids)
+        judges = await create_judge_subtasks(conn, unjudged, deltas, now)
         await apply_deltas(conn, deltas)
         touched = sorted(deltas.tasks)
         await conn.execute(
@@ -224,8 +238,19 @@ async def retry_failed(
         changed=len(rows),
         finished_tasks=(),
         events=tuple(events),
-        models=tuple(sorted({r[1] for r in rows})),
+        models=tuple(sorted({r[1] for r in rows} | {model for _, model in judges.work})),
     )
+
+
+async def _unjudged(conn: asyncpg.Connection, run_id: str, task_ids: Sequence[str]) -> list[Answer]:
+    """The run's succeeded answers (of ``task_ids``, if given) that their judged task
+    has not given judge subtasks."""
+    sql = f"SELECT {ANSWER_COLUMNS} {UNJUDGED_FROM} AND t.run_id = $1"
+    params: list[object] = [run_id]
+    if task_ids:
+        params.append(list(task_ids))
+        sql += " AND t.task_id = ANY($2::text[])"
+    return [Answer(*row) for row in await conn.fetch(sql + " ORDER BY a.row_id", *params)]
 
 
 async def requeue_running(

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from evald_server.domain import EvalError, RunState, SubtaskState
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._plans import (
+    Answer,
     CounterDeltas,
     cancel_applies,
     cancel_events,
@@ -33,10 +34,18 @@ from evald_server.store._records import (
     TaskFinish,
     TransitionReport,
 )
-from evald_server.store._rows import COUNTER_COLUMNS, NEW_SUBTASK_COLUMNS, dumps, error_json
+from evald_server.store._rows import (
+    ANSWER_COLUMNS,
+    COUNTER_COLUMNS,
+    NEW_SUBTASK_COLUMNS,
+    UNJUDGED_FROM,
+    dumps,
+    error_json,
+)
 from evald_server.store.sqlite._common import (
     append_events,
     apply_deltas,
+    create_judge_subtasks,
     finish_ready_tasks,
     marks,
     read_run,
@@ -164,7 +173,8 @@ def retry_failed(
     ``cancelled``), optionally only of some tasks or whose last error has one of some
     categories or reasons, with a fresh retry budget; their tasks will be scored again.
     The retry lifts the run's cancel (``RETRYABLE_STATES``): what it re-queues must run,
-    and a cancelled subtask it does not re-queue stays cancelled."""
+    a cancelled subtask it does not re-queue stays cancelled, and the answers that
+    succeeded under the cancel (no judge subtasks then) get theirs in its tasks."""
     with transaction(conn):
         sql = (
             "SELECT row_id, task_id, model_id, state FROM subtasks "
@@ -192,6 +202,8 @@ def retry_failed(
         deltas = CounterDeltas()
         for _row_id, task_id, _model, state in rows:
             deltas.move(run_id, task_id, _S(state), _S.PENDING)
+        # The cancel lifted: answers that succeeded under it are judged now.
+        judges = create_judge_subtasks(conn, _unjudged(conn, run_id, task_ids), deltas, now)
         apply_deltas(conn, deltas)
         touched = sorted(deltas.tasks)
         conn.executemany(
@@ -212,8 +224,19 @@ def retry_failed(
         changed=len(rows),
         finished_tasks=(),
         events=tuple(events),
-        models=tuple(sorted({r[2] for r in rows})),
+        models=tuple(sorted({r[2] for r in rows} | {model for _, model in judges.work})),
     )
+
+
+def _unjudged(conn: sqlite3.Connection, run_id: str, task_ids: Sequence[str]) -> list[Answer]:
+    """The run's succeeded answers (of ``task_ids``, if given) that their judged task
+    has not given judge subtasks."""
+    sql = f"SELECT {ANSWER_COLUMNS} {UNJUDGED_FROM} AND t.run_id = ?"
+    params: list[object] = [run_id]
+    if task_ids:
+        sql += f" AND t.task_id IN ({marks(len(task_ids))})"
+        params.extend(task_ids)
+    return [Answer(*row) for row in conn.execute(sql + " ORDER BY a.row_id", params)]
 
 
 def requeue_running(conn: sqlite3.Connection, owner: str | None, now: float) -> int:
