@@ -43,7 +43,6 @@ from evald_server.store._records import (
 )
 from evald_server.store._rows import COUNTER_COLUMNS, Row, counters_from, dumps
 
-_S = SubtaskState
 _PENDING = SubtaskState.PENDING.value
 
 
