@@ -30,11 +30,17 @@ from pathlib import Path
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store hand-off (queue, GIL)", ("DbThread.call", "_deliver (", "_write_to_self")),
     ("counters", ("CounterDeltas",)),
-    ("events", ("append_events", "state_event", "_failure_event", "engine/_events.py")),
+    ("events", ("append_events", "state_event", "failure_event", "engine/_events.py")),
     ("progress", ("engine/_progress", "_progress_tracker")),
     ("outcome encoding", ("error_json", "dumps (", "outcome_of (", "SubtaskOutcome", "to_json")),
-    ("claim", ("store/_sql_claim.py", "_claim (", "_fill (", "_feed (", "_accept (")),
-    ("group commit", ("store/_sql_dispatch.py", "engine/_committer.py", "_sql_common.py")),
+    (
+        "claim",
+        ("claim_ready (", "claimed_subtasks (", "_claim (", "_fill (", "_feed (", "_accept ("),
+    ),
+    (
+        "group commit",
+        ("record_outcomes (", "store/_outcomes.py", "engine/_committer.py", "sqlite/_common.py"),
+    ),
     ("prompt rendering", ("datasets/_prompts.py", "datasets/_chat.py", "simulator_reference")),
     ("provider call", ("providers/", "aiohttp/", "multidict", "yarl/", "propcache")),
     ("scoring (server side)", ("scoring/", "engine/_watcher.py", "engine/_results.py")),
@@ -50,13 +56,13 @@ IDLE = "idle"
 
 
 def _idle_leaves() -> tuple[str, ...]:
-    from evald_server.store._db_thread import DbThread
+    from evald_server.store.sqlite._db_thread import DbThread
 
     lines, first = inspect.getsourcelines(DbThread._main)
     get = next(first + i for i, line in enumerate(lines) if "self._jobs.get()" in line)
     return (
         "EpollSelector.select",
-        f"DbThread._main (evald_server/store/_db_thread.py:{get})",
+        f"DbThread._main (evald_server/store/sqlite/_db_thread.py:{get})",
         "Condition.wait",
         "Event.wait",
         "Thread.join",

@@ -58,7 +58,7 @@ from evald_server.store import (
     Store,
     SubtaskOutcome,
 )
-from evald_server.store._postgres import PostgresStore
+from evald_server.store.postgres import PostgresStore
 
 RESULTS = Path(__file__).parent / "results" / "replicas.json"
 DEFAULT_DSN = os.environ.get("EVALD_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -124,7 +124,7 @@ async def _drive(store: Store, run_id: str) -> tuple[float, float, int]:
         ]
         if len(pending) >= BATCH or (claim.exhausted and pending):
             t0 = time.perf_counter()
-            report = await store.complete(pending, time.time())
+            report = await store.record_outcomes(pending, time.time())
             commit_s += time.perf_counter() - t0
             done += report.applied
             pending = []

@@ -11,14 +11,16 @@ from evald_server.store import CompletionReport, SubtaskOutcome
 
 
 class RecordingStore:
-    """Only ``complete`` is called by the committer; it can be held shut."""
+    """Only ``record_outcomes`` is called by the committer; it can be held shut."""
 
     def __init__(self) -> None:
         self.batches: list[list[int]] = []
         self.gate = anyio.Event()
         self.gate.set()
 
-    async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
+    async def record_outcomes(
+        self, outcomes: Sequence[SubtaskOutcome], now: float
+    ) -> CompletionReport:
         await self.gate.wait()
         self.batches.append([o.row_id for o in outcomes])
         return CompletionReport(len(outcomes), (), (), {}, ())

@@ -41,17 +41,28 @@ def pass_fail_judge(chat: FakeChatRequest) -> str:
 
 
 def judge_config(
+    tmp_path: Path, answering: FakeProvider, judging: FakeProvider, **options: Any
+) -> ServerConfig:
+    """Model ``cand`` on ``answering`` (max_concurrency 4) and ``judge`` on ``judging``
+    (max_concurrency 2); ``options`` as ``judge_config_data`` takes them."""
+    return parse_config(judge_config_data(tmp_path, answering, judging, **options))
+
+
+def judge_config_data(
     tmp_path: Path,
     answering: FakeProvider,
     judging: FakeProvider,
     *,
     cand: dict[str, Any] | None = None,
     judge: dict[str, Any] | None = None,
-) -> ServerConfig:
-    """Model ``cand`` on ``answering`` (max_concurrency 4) and ``judge`` on ``judging``
-    (max_concurrency 2); ``cand`` and ``judge`` add to (or override) their tables."""
-    data = config_data(
+    engine: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``judge_config``'s document (for a server process too): ``cand`` and ``judge`` add
+    to (or override) their model tables, ``engine`` tunes the engine. The store is
+    ``tmp_path``'s: every config of one test shares it (a restart)."""
+    return config_data(
         tmp_path,
+        engine=engine,
         models=[
             {"id": "cand", "provider": "openai", "base_url": answering.base_url,
              "model": "cand-llm", "max_concurrency": 4, **(cand or {})},
@@ -59,7 +70,6 @@ def judge_config(
              "model": "judge-llm", "max_concurrency": 2, **(judge or {})},
         ],
     )  # fmt: skip
-    return parse_config(data)
 
 
 async def judged_run(

@@ -12,10 +12,16 @@ another package, and only the API adapter speaks gRPC or ``evald.v1``. Each pack
                               samples | code records, programs from answers, verdicts
     datasets | sandbox        record schemas, parsing, prompts | running code isolated
     domain | config           shared vocabulary and rules | the server's configuration
+
+Inside ``store``: two dialects, ``store.sqlite`` and ``store.postgres``, never import each
+other, and the neutral middle (the port, the records, the row decoders, the planners)
+imports neither; only the package's front (``__init__``, ``_openers``) picks a dialect.
 """
 
 import ast
 import importlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +42,11 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"api"}),
 )
 _RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
+
+# The store's dialects, and the modules of the store that may import one: its public
+# surface (the embedded store) and the opener that maps a URL scheme to a dialect.
+_DIALECTS = ("sqlite", "postgres")
+_STORE_FRONT = frozenset({"evald_server.store", "evald_server.store._openers"})
 
 # Outside the layers: a stand-alone fake model server for tests and benchmarks, which
 # shares only the configuration's vocabulary; nothing in the server imports it.
@@ -84,6 +95,27 @@ def _is_wire(target: str) -> bool:
     return any(target == w or target.startswith(w + ".") for w in _WIRE)
 
 
+def _store_dialect(module: str) -> str | None:
+    """The dialect a module of ``store`` belongs to (None: the neutral middle)."""
+    parts = module.split(".")
+    if parts[:2] != ["evald_server", "store"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in _DIALECTS else None
+
+
+def _store_violation(imp: Import) -> str | None:
+    """Within ``store``: a dialect importing the other, or the middle importing one."""
+    target = _store_dialect(imp.target)
+    if target is None:
+        return None
+    own = _store_dialect(imp.module)
+    if own is None and imp.module not in _STORE_FRONT:
+        return "the neutral store modules import neither dialect"
+    if own is not None and own != target:
+        return "the store's dialects never import each other"
+    return None
+
+
 def server_violations(imports: list[Import]) -> list[str]:
     found = []
     for imp in imports:
@@ -91,6 +123,8 @@ def server_violations(imports: list[Import]) -> list[str]:
         own = _server_package(imp.module)
         if own is None:
             continue  # evald_server/__init__.py
+        if own == "store" and (problem := _store_violation(imp)) is not None:
+            found.append(f"{where}: {problem}")
         if _is_wire(imp.target) and own != "api":
             found.append(f"{where}: only the api package speaks gRPC / evald.v1")
         other = _server_package(imp.target)
@@ -153,13 +187,24 @@ def test_the_clients_keep_theirs() -> None:
 @pytest.mark.parametrize(
     ("module", "target", "why"),
     [
-        ("evald_server.store._sqlite", "evald_server.engine", "lower layers"),
+        ("evald_server.store.sqlite._store", "evald_server.engine", "lower layers"),
         ("evald_server.datasets._chat", "evald_server.domain._messages", "private"),
         ("evald_server.engine._lanes", "evald_server.store", None),
         ("evald_server.scoring._pool", "grpc", "speaks gRPC"),
         ("evald_server.app._runs", "evald_server.api", "lower layers"),
         ("evald_server.engine._engine", "evald_server.fake_provider", "never imports"),
-        ("evald_server.store._sqlite", "evald_server.comparison", "lower layers"),
+        ("evald_server.store.sqlite._store", "evald_server.comparison", "lower layers"),
+        # The store's dialects and its neutral middle.
+        ("evald_server.store.postgres._work", "evald_server.store.sqlite._common", "each other"),
+        ("evald_server.store.sqlite._runs", "evald_server.store.postgres", "each other"),
+        ("evald_server.store._plans", "evald_server.store.sqlite._common", "neither dialect"),
+        ("evald_server.store._rows", "evald_server.store.postgres._common", "neither dialect"),
+        ("evald_server.store._port", "evald_server.store.sqlite", "neither dialect"),
+        ("evald_server.store._outcomes", "evald_server.store.postgres._work", "neither dialect"),
+        ("evald_server.store.sqlite._work", "evald_server.store._plans", None),
+        ("evald_server.store.postgres._runs", "evald_server.store.postgres._common", None),
+        ("evald_server.store._openers", "evald_server.store.postgres", None),
+        ("evald_server.store", "evald_server.store.sqlite", None),
     ],
 )
 def test_the_rules_catch_what_they_forbid(module: str, target: str, why: str | None) -> None:
@@ -186,3 +231,17 @@ def test_the_server_and_the_cli_announce_readiness_alike() -> None:
     from evald_server.api import READY_PREFIX as server_prefix
 
     assert cli_prefix == server_prefix == "evald listening on "
+
+
+def test_the_postgres_dialect_is_imported_only_when_asked_for() -> None:
+    # Its driver is an extra: the server and the embedded store run without it.
+    code = (
+        "import sys, evald_server.api, evald_server.store; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'asyncpg' "
+        "or m.startswith('evald_server.store.postgres')); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout

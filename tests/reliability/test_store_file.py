@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from evald_server.store import StoreLocked, StoreLost
-from evald_server.store._store_file import StoreFileGuard
+from evald_server.store.sqlite._store_file import StoreFileGuard
 from tests._shared import classification_records, wait_for
 from tests.reliability._rig import rig
 from tests.reliability._support import query

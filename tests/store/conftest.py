@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from evald_server.store import SqliteStore, Store
-from evald_server.store._postgres import PostgresStore
+from evald_server.store.postgres import PostgresStore
 from tests._postgres import empty, pg_url
 
 __all__ = ["pg_url"]

@@ -89,7 +89,9 @@ async def test_outcomes_of_subtasks_this_owner_no_longer_holds_are_ignored(store
     run = await add_run(store, [ds])
     claimed = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
     assert await store.requeue_running(owner=store.owner, now=time.time()) == 2
-    report = await store.complete([outcome(c, OutcomeKind.SUCCEEDED) for c in claimed], time.time())
+    report = await store.record_outcomes(
+        [outcome(c, OutcomeKind.SUCCEEDED) for c in claimed], time.time()
+    )
     assert report.applied == 0
     (task,) = await store.get_tasks(run.run_id)
     assert (task.counters.pending, task.counters.succeeded) == (2, 0)
@@ -100,7 +102,7 @@ async def test_a_release_gives_the_subtask_back_without_spending_an_attempt(stor
     ds = await add_dataset(store, records=1)
     run = await add_run(store, [ds])
     (claimed,) = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
-    await store.complete([outcome(claimed, OutcomeKind.RELEASED)], time.time())
+    await store.record_outcomes([outcome(claimed, OutcomeKind.RELEASED)], time.time())
     (again,) = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
     assert again.row_id == claimed.row_id
     assert again.attempt == claimed.attempt
@@ -111,7 +113,7 @@ async def test_retries_wait_until_due_and_then_are_claimed_again(store: Store) -
     run = await add_run(store, [ds])
     (claimed,) = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
     due = time.time() + 3600
-    report = await store.complete(
+    report = await store.record_outcomes(
         [outcome(claimed, OutcomeKind.RETRY, error=_TIMEOUT, next_attempt_at=due)], time.time()
     )
     assert [r.next_attempt_at for r in report.retries] == [due]
@@ -127,7 +129,7 @@ async def test_retry_by_reason_requeues_only_those(store: Store) -> None:
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds])
     a, b = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(a, OutcomeKind.FAILED_PERMANENT, error=_TIMEOUT),
             outcome(b, OutcomeKind.FAILED_PERMANENT, error=_REJECTED),
@@ -168,7 +170,7 @@ async def test_retrying_a_cancelled_runs_failed_work_leaves_its_cancelled_work(
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
     (failed,) = (await store.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [outcome(failed, OutcomeKind.FAILED_PERMANENT, error=_REJECTED)], time.time()
     )
     stopped = await store.cancel_run(run.run_id, time.time())
@@ -189,7 +191,9 @@ async def test_retrying_a_cancelled_runs_failed_work_leaves_its_cancelled_work(
     assert (task.counters.pending, task.counters.cancelled) == (1, 2)
     (again,) = (await store.claim_ready(run.run_id, "m1", 9, time.time())).subtasks
     assert (again.row_id, again.attempt) == (failed.row_id, 0)
-    done = await store.complete([outcome(again, OutcomeKind.SUCCEEDED, output="x")], time.time())
+    done = await store.record_outcomes(
+        [outcome(again, OutcomeKind.SUCCEEDED, output="x")], time.time()
+    )
     assert done.finished_tasks == (task_id,)
     task = await store.get_task(task_id)
     state = task_outcome_of(task)
@@ -207,7 +211,7 @@ async def test_the_run_ends_with_its_last_task_and_its_state_event_comes_last(
     for model in ("m1", "m2"):
         (c,) = (await store.claim_ready(run.run_id, model, 1, time.time())).subtasks
         kind = OutcomeKind.SUCCEEDED if model == "m1" else OutcomeKind.FAILED_PERMANENT
-        await store.complete([outcome(c, kind, error=_REJECTED)], time.time())
+        await store.record_outcomes([outcome(c, kind, error=_REJECTED)], time.time())
     assert sorted(await store.scoring_task_ids()) == [f"{run.run_id}_t0", f"{run.run_id}_t1"]
     first = await store.finish_task(_finish(f"{run.run_id}_t0", TaskState.SUCCEEDED))
     assert first.run_state is None
@@ -266,7 +270,9 @@ async def test_scores_stored_before_a_tasks_end_are_kept_or_cleared_by_its_finis
     rows: dict[str, list[int]] = {}
     for model in ("m1", "m2"):
         claimed = (await store.claim_ready(run.run_id, model, 9, time.time())).subtasks
-        await store.complete([outcome(c, OutcomeKind.SUCCEEDED) for c in claimed], time.time())
+        await store.record_outcomes(
+            [outcome(c, OutcomeKind.SUCCEEDED) for c in claimed], time.time()
+        )
         rows[model] = sorted(c.row_id for c in claimed)
         first, second, _ = rows[model]
         await store.store_sample_scores(

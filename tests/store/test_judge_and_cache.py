@@ -33,7 +33,7 @@ async def test_a_succeeded_answer_creates_its_judge_subtasks_pending_and_counted
     run = await add_run(store, [ds], judge=("judge", 2))
     answers = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
     assert [a.phase for a in answers] == [SubtaskPhase.ANSWER] * 3
-    report = await store.complete(
+    report = await store.record_outcomes(
         [
             outcome(answers[0], OutcomeKind.SUCCEEDED, output="Paris", finish_reason="stop"),
             outcome(answers[1], OutcomeKind.SUCCEEDED, output="Rome", finish_reason="stop"),
@@ -59,7 +59,7 @@ async def test_a_succeeded_answer_creates_its_judge_subtasks_pending_and_counted
     assert all(j.phase is SubtaskPhase.JUDGE and j.model_id == "judge" for j in judged)
     assert len({j.subtask_id for j in judged}) == 4
     assert judged[0].subtask_id.startswith(f"{task.task_id}.{judged[0].record_idx}.0.j")
-    done = await store.complete(
+    done = await store.record_outcomes(
         [
             outcome(
                 j, OutcomeKind.SUCCEEDED, output="ok\nVERDICT: PASS", verdict=1.0, phase=j.phase
@@ -79,7 +79,7 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
     answered_at = time.time() + 1.0
     judged_at = answered_at + 5.0  # the judge phase ends well after the answers
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(a, OutcomeKind.SUCCEEDED, output=f"a{a.record_idx}", latency_s=0.5)
             for a in answers
@@ -87,7 +87,7 @@ async def test_judge_subtasks_are_read_apart_from_the_answers(store: Store) -> N
         answered_at,
     )
     judged = (await store.claim_ready(run.run_id, "judge", 10, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(
                 judged[0],
@@ -169,7 +169,7 @@ async def test_judge_subtasks_resume_and_cancel_like_any_subtask(
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds], judge=("judge", 1))
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [outcome(a, OutcomeKind.SUCCEEDED, output="x") for a in answers], time.time()
     )
     claimed = (await store.claim_ready(run.run_id, "judge", 1, time.time())).subtasks
@@ -195,7 +195,7 @@ async def test_a_cache_hit_is_stored_and_counted_apart_from_provider_calls(
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds])
     first, second = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(first, OutcomeKind.SUCCEEDED, output="x", latency_s=1.0, completion_tokens=3),
             outcome(
@@ -265,11 +265,96 @@ async def test_an_answer_that_succeeds_after_a_cancel_creates_no_judge_subtask(
     run = await add_run(store, [ds], judge=("judge", 1))
     answers = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
     await store.cancel_run(run.run_id, time.time())
-    report = await store.complete(
+    report = await store.record_outcomes(
         [outcome(a, OutcomeKind.SUCCEEDED, output="late") for a in answers], time.time()
     )
     assert report.judge_work == ()
     (task,) = await store.get_tasks(run.run_id)
     assert report.finished_tasks == (task.task_id,), "nothing is left that could run"
     assert task.counters.total == 2
+    await assert_counters_match_recount(store, run.run_id)
+
+
+async def _answered_after_a_cancel(store: Store, records: int, late: int) -> str:
+    """A judged run (1 task, ``records`` answers, 2 rounds) whose first ``late`` answers
+    succeed after its cancel (no judge rows) and whose others were cancelled; its task
+    scored and the run over. Returns the run id."""
+    ds = await add_dataset(store, records=records)
+    run = await add_run(store, [ds], judge=("judge", 2))
+    claimed = (await store.claim_ready(run.run_id, "m1", late, time.time())).subtasks
+    await store.cancel_run(run.run_id, time.time())
+    report = await store.record_outcomes(
+        [outcome(a, OutcomeKind.SUCCEEDED, output=f"late {a.record_idx}") for a in claimed],
+        time.time(),
+    )
+    assert report.judge_work == ()
+    (task,) = await store.get_tasks(run.run_id)
+    assert task.counters.total == records, "no judge rows under the cancel"
+    finish = TaskFinish(task.task_id, TaskState.PARTIAL, "partial_success", {}, time=time.time())
+    assert (await store.finish_task(finish)).run_state is not None
+    return run.run_id
+
+
+async def test_a_retry_that_lifts_a_cancel_judges_the_answers_that_succeeded_under_it(
+    store: Store,
+) -> None:
+    run_id = await _answered_after_a_cancel(store, records=4, late=2)
+    report = await store.retry_failed(run_id, (), (), time.time(), states=(SubtaskState.CANCELLED,))
+    assert report.changed == 2, "the cancelled answers re-queued (judge rows are new work)"
+    assert report.models == ("judge", "m1")
+    (task,) = await store.get_tasks(run_id)
+    assert task.state is TaskState.RUNNING, "to be scored again, with its verdicts"
+    assert (task.counters.total, task.counters.pending) == (4 + 2 * 2, 2 + 2 * 2)
+    await assert_counters_match_recount(store, run_id)
+    judged = (await store.claim_ready(run_id, "judge", 10, time.time())).subtasks
+    assert sorted((j.record_idx, j.judge_round, j.answer) for j in judged) == [
+        (0, 0, "late 0"),
+        (0, 1, "late 0"),
+        (1, 0, "late 1"),
+        (1, 1, "late 1"),
+    ]
+    # The re-queued answers get theirs when they succeed, as any answer does.
+    answers = (await store.claim_ready(run_id, "m1", 10, time.time())).subtasks
+    done = await store.record_outcomes(
+        [outcome(a, OutcomeKind.SUCCEEDED, output="now") for a in answers], time.time()
+    )
+    assert done.judge_work == ((run_id, "judge"),)
+    (task,) = await store.get_tasks(run_id)
+    assert task.counters.total == 4 + 4 * 2
+    await assert_counters_match_recount(store, run_id)
+
+
+async def test_the_missing_judge_rows_are_made_once_and_only_for_the_retried_tasks(
+    store: Store,
+) -> None:
+    ds = await add_dataset(store, records=3)
+    other = await add_dataset(store, name="other", records=3)
+    run = await add_run(store, [ds, other], judge=("judge", 1))
+    # Three answers of the first task and one of the second succeed after the cancel.
+    claimed = (await store.claim_ready(run.run_id, "m1", 4, time.time())).subtasks
+    await store.cancel_run(run.run_id, time.time())
+    await store.record_outcomes(
+        [outcome(a, OutcomeKind.SUCCEEDED, output="late") for a in claimed], time.time()
+    )
+    first, second = await store.get_tasks(run.run_id)
+    # Only the second task is retried: the first keeps its answers unjudged.
+    report = await store.retry_failed(
+        run.run_id, (second.task_id,), (), time.time(), states=(SubtaskState.CANCELLED,)
+    )
+    assert report.changed == 2
+    first, second = await store.get_tasks(run.run_id)
+    assert first.counters.total == 3
+    assert second.counters.total == 3 + 1
+    judged = (await store.claim_ready(run.run_id, "judge", 10, time.time())).subtasks
+    assert [(j.task_id, j.record_idx) for j in judged] == [(second.task_id, 0)]
+    # A later retry does not judge an answer twice.
+    await store.record_outcomes(
+        [outcome(judged[0], OutcomeKind.FAILED_PERMANENT, error=_ERROR, phase=SubtaskPhase.JUDGE)],
+        time.time(),
+    )
+    again = await store.retry_failed(run.run_id, (), (), time.time())
+    assert again.changed == 1
+    first, second = await store.get_tasks(run.run_id)
+    assert second.counters.total == 3 + 1, "the failed judge row re-queued, none added"
+    assert first.counters.total == 3 + 3, "the first task's answers judged now"
     await assert_counters_match_recount(store, run.run_id)

@@ -6,8 +6,7 @@ import asyncpg
 import pytest
 
 from evald_server.store import StoreError
-from evald_server.store._pg_schema import LATEST_VERSION
-from evald_server.store._postgres import PostgresStore
+from evald_server.store.postgres import LATEST_VERSION, PostgresStore
 from tests._postgres import new_database, pg_url
 
 __all__ = ["pg_url"]

@@ -43,11 +43,11 @@ from evald_server.store import (
     SharedRate,
     StoreChange,
     StoreError,
+    StoreUnavailable,
     TaskFinish,
 )
-from evald_server.store._pg_leases import _CAPACITY_LOCK, DB_NOW, IDLE_SHARE
-from evald_server.store._pg_schema import LATEST_VERSION, migrate
-from evald_server.store._postgres import PostgresStore, StoreUnavailable, redact
+from evald_server.store.postgres import LATEST_VERSION, PostgresStore, migrate, redact
+from evald_server.store.postgres._leases import _CAPACITY_LOCK, DB_NOW, IDLE_SHARE
 from tests._postgres import empty, new_database, pg_url
 from tests._shared import wait_for
 from tests.store._helpers import add_dataset, add_run
@@ -133,11 +133,11 @@ async def test_a_dead_replicas_work_goes_back_to_pending_and_its_late_outcome_is
         [c.row_id for c in claimed] + [again[-1].row_id]
     )
     assert {c.attempt for c in again} == {0}, "no retry spent"
-    late = await a.complete(
+    late = await a.record_outcomes(
         [outcome(c, OutcomeKind.SUCCEEDED, output="late") for c in claimed], time.time()
     )
     assert late.applied == 0
-    done = await b.complete(
+    done = await b.record_outcomes(
         [outcome(c, OutcomeKind.SUCCEEDED, output="b") for c in again], time.time()
     )
     assert done.applied == 4
@@ -177,7 +177,9 @@ async def test_a_scoring_job_is_taken_once_and_taken_over_from_a_dead_scorer(
     ds = await add_dataset(a, records=1)
     run = await add_run(a, [ds])
     (item,) = (await a.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
-    report = await a.complete([outcome(item, OutcomeKind.SUCCEEDED, output="x")], time.time())
+    report = await a.record_outcomes(
+        [outcome(item, OutcomeKind.SUCCEEDED, output="x")], time.time()
+    )
     (task_id,) = report.finished_tasks
     assert await a.claim_scoring(task_id)
     assert not await b.claim_scoring(task_id), "a live scorer holds it"
@@ -305,7 +307,9 @@ async def test_judge_work_an_answer_creates_is_announced_to_the_other_replicas(
     await _next_changes(b, 2)  # the new run's work and its first event
     (item,) = (await a.claim_ready(run.run_id, "m1", 1, time.time())).subtasks
     await _next_changes(b, 1)  # the run started
-    report = await a.complete([outcome(item, OutcomeKind.SUCCEEDED, output="x")], time.time())
+    report = await a.record_outcomes(
+        [outcome(item, OutcomeKind.SUCCEEDED, output="x")], time.time()
+    )
     assert report.judge_work == ((run.run_id, "judge"),)
     (change,) = await _next_changes(b, 1)
     assert (change.kind, change.run_id) == (ChangeKind.WORK, run.run_id)
@@ -401,7 +405,9 @@ async def test_a_version_1_database_is_migrated_and_its_work_goes_on(
             None,
         )
         cost = Cost(picousd=5, tokens=3)
-        await store.complete([outcome(item, OutcomeKind.SUCCEEDED, output="a", cost=cost)], now)
+        await store.record_outcomes(
+            [outcome(item, OutcomeKind.SUCCEEDED, output="a", cost=cost)], now
+        )
         run = await store.get_run("run_1")
         assert run is not None
         assert run.cost == cost

@@ -114,7 +114,7 @@ async def test_outcomes_move_counters_and_finish_the_task(store: Store) -> None:
     run = await add_run(store, [ds])
     a, b, c = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
     due = time.time() + 3600
-    report = await store.complete(
+    report = await store.record_outcomes(
         [
             outcome(a, OutcomeKind.SUCCEEDED, output="yes", latency_s=0.1, call_time_s=0.1),
             outcome(b, OutcomeKind.RETRY, error=ERROR, next_attempt_at=due),
@@ -137,7 +137,7 @@ async def test_outcomes_move_counters_and_finish_the_task(store: Store) -> None:
     assert [s.row_id for s in retry.subtasks] == [b.row_id]
     assert retry.subtasks[0].attempt == 1
     later = EvalError.of(ErrorReason.PROVIDER_TIMEOUT, "timed out")
-    report = await store.complete(
+    report = await store.record_outcomes(
         [outcome(retry.subtasks[0], OutcomeKind.FAILED_PERMANENT, error=later)], time.time()
     )
     assert report.finished_tasks == (f"{run.run_id}_t0",)
@@ -166,7 +166,7 @@ async def test_a_row_taken_back_by_a_restart_is_not_overwritten(
     claimed = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
     store = await reopen(store)
     assert await store.requeue_running(owner=None, now=time.time()) == 2
-    report = await store.complete(
+    report = await store.record_outcomes(
         [outcome(claimed[0], OutcomeKind.SUCCEEDED, output="late")], time.time()
     )
     assert report.applied == 0
@@ -199,7 +199,7 @@ async def test_counters_equal_a_recount_under_concurrent_updates(store: Store) -
                 for kind in [rng.choice(kinds)]
             ]
             if batch:
-                await store.complete(batch, time.time())
+                await store.record_outcomes(batch, time.time())
             await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tg:
@@ -222,7 +222,7 @@ async def test_cancel_cancels_waiting_work_and_scoring_ends_the_run(store: Store
     assert (await store.cancel_run(run.run_id, time.time())).changed == 0
     assert (await store.claim_ready(run.run_id, "m1", 9, time.time())).subtasks == ()
     # The owner reports the aborted call; a retry outcome of a cancelled run is a cancel.
-    done = await store.complete(
+    done = await store.record_outcomes(
         [outcome(running[0], OutcomeKind.RETRY, error=ERROR, next_attempt_at=time.time())],
         time.time(),
     )
@@ -253,7 +253,7 @@ async def test_retry_failed_requeues_permanent_failures_by_category(store: Store
     run = await add_run(store, [ds])
     items = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
     rejected = EvalError.of(ErrorReason.PROVIDER_REJECTED, "400")
-    report = await store.complete(
+    report = await store.record_outcomes(
         [
             outcome(items[0], OutcomeKind.SUCCEEDED, output="ok"),
             outcome(items[1], OutcomeKind.FAILED_PERMANENT, error=ERROR),

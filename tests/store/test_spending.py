@@ -29,7 +29,7 @@ async def _fail(store: Store, run_id: str, retry_class: RetryClass, error: EvalE
     retry = outcome(
         item, OutcomeKind.RETRY, error=error, next_attempt_at=time.time(), retry_class=retry_class
     )
-    await store.complete([retry], time.time())
+    await store.record_outcomes([retry], time.time())
 
 
 async def test_failed_attempts_per_class_survive_a_reopen_and_reset_on_retry(
@@ -46,7 +46,7 @@ async def test_failed_attempts_per_class_survive_a_reopen_and_reset_on_retry(
     assert item.failures == RetryCounts(rate_limited=2, timeout=1)
     assert item.attempt == 3
     final = outcome(item, OutcomeKind.FAILED_PERMANENT, error=_TIMEOUT)
-    await store.complete([final], time.time())
+    await store.record_outcomes([final], time.time())
     (row,) = await store.run_subtasks(run.run_id, None, (), 0, 10)
     assert row.failures == RetryCounts(rate_limited=2, timeout=1)
     # RetryRun hands out a fresh budget: the counts start again.
@@ -62,7 +62,7 @@ async def test_a_runs_cost_is_the_sum_of_its_successes_and_survives_a_reopen(
     run = await add_run(store, [ds])
     a, b, c = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
     costs = [Cost(picousd=7_000_001, tokens=11), Cost(picousd=3, tokens=5, estimated=True)]
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(a, OutcomeKind.SUCCEEDED, output="x", cost=costs[0]),
             outcome(b, OutcomeKind.SUCCEEDED, output="y", cost=costs[1]),

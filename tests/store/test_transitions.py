@@ -69,7 +69,7 @@ async def test_cancel_does_not_touch_a_finished_or_scoring_only_run(store: Store
     ds = await add_dataset(store, records=2)
     run = await add_run(store, [ds])
     items = (await store.claim_ready(run.run_id, "m1", 2, time.time())).subtasks
-    done = await store.complete(
+    done = await store.record_outcomes(
         [outcome(i, OutcomeKind.SUCCEEDED, output="pos") for i in items], time.time()
     )
     task_id = f"{run.run_id}_t0"
@@ -112,7 +112,7 @@ async def test_fail_model_work_fails_that_models_unfinished_subtasks(store: Stor
     ds = await add_dataset(store, records=4)
     run = await add_run(store, [ds], models=("m1", "gone"))
     kept = (await store.claim_ready(run.run_id, "gone", 2, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [
             outcome(kept[0], OutcomeKind.SUCCEEDED, output="pos"),
             outcome(kept[1], OutcomeKind.RETRY, error=_ERROR, next_attempt_at=time.time() + 60),
@@ -143,7 +143,7 @@ async def test_finish_task_stores_scores_and_the_correct_flag(store: Store) -> N
     ds = await add_dataset(store, records=3)
     run = await add_run(store, [ds])
     items = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
-    await store.complete(
+    await store.record_outcomes(
         [outcome(i, OutcomeKind.SUCCEEDED, output="x") for i in items], time.time()
     )
     rows = [
@@ -177,7 +177,7 @@ async def _partial_run(store: Store, models: tuple[str, ...]) -> list[str]:
     task_ids = []
     for model in models:
         items = (await store.claim_ready(run.run_id, model, 2, time.time())).subtasks
-        done = await store.complete(
+        done = await store.record_outcomes(
             [
                 outcome(items[0], OutcomeKind.SUCCEEDED, output="ok"),
                 outcome(items[1], OutcomeKind.FAILED_PERMANENT, error=_ERROR),

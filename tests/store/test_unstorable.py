@@ -57,11 +57,11 @@ async def test_a_batch_with_an_unstorable_value_is_refused_whole_and_the_store_s
     run_id, claimed = await _claimed(store, 3)
     batch = [_success(claimed[0]), _success(claimed[1], **UNSTORABLE[bad]), _success(claimed[2])]
     with pytest.raises(UnstorableOutcome) as refused:
-        await store.complete(batch, time.time())
+        await store.record_outcomes(batch, time.time())
     assert refused.value.detail  # the driver's reason, cut to a prefix
     rows = await store.task_subtasks(claimed[0].task_id, [], 0, 10)
     assert {r.state for r in rows} == {SubtaskState.RUNNING}, "nothing of the batch is stored"
-    report = await store.complete([batch[0], batch[2]], time.time())
+    report = await store.record_outcomes([batch[0], batch[2]], time.time())
     assert report.applied == 2
     await assert_counters_match_recount(store, run_id)
 

@@ -125,10 +125,11 @@ def judge_subtasks_due(
 ) -> int:
     """How many judge subtasks an outcome creates: one per judging round for an answer
     that succeeded in a judged task; none otherwise, and none in a cancelled run (they
-    could never be claimed, and the task would never end). They are created pending in
-    the transaction that records the answer, so judging overlaps inference and a crash
-    loses none of them. The task counts them like any subtask, so a judged task is
-    scored only once both phases are terminal."""
+    could never be claimed, and the task would never end; a retry that lifts the cancel
+    creates them then). They are created pending in the transaction that records the
+    answer, so judging overlaps inference and a crash loses none of them. The task
+    counts them like any subtask, so a judged task is scored only once both phases are
+    terminal."""
     if kind is OutcomeKind.SUCCEEDED and phase is SubtaskPhase.ANSWER and not cancel_requested:
         return judge_rounds
     return 0

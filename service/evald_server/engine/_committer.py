@@ -100,7 +100,7 @@ class Committer:
     async def _flush(self, batch: list[SubtaskOutcome]) -> None:
         """Commit ``batch``, or its parts around the outcome the store cannot keep."""
         try:
-            report = await self._store.complete(batch, time.time())
+            report = await self._store.record_outcomes(batch, time.time())
         except UnstorableOutcome as exc:
             if len(batch) > 1:
                 half = len(batch) // 2  # a bad outcome is in one half: the other commits
@@ -110,7 +110,7 @@ class Committer:
             # This one alone. Its failure keeps nothing of it; should even that be
             # refused, the store is at fault, not the row: UnstorableOutcome stops us.
             batch = [_unstorable(batch[0], exc)]
-            report = await self._store.complete(batch, time.time())
+            report = await self._store.record_outcomes(batch, time.time())
         self.batches += 1
         self.committed += report.applied
         await self._on_committed(batch, report)

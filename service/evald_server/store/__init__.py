@@ -1,6 +1,13 @@
 """Persistence: the ``Store`` port, its embedded SQLite implementation and the
-PostgreSQL one for several replicas (``store._postgres``, imported only when a
-``postgresql://`` URL is opened: its driver is the ``postgres`` extra)."""
+PostgreSQL one for several replicas (``store.postgres``, imported only when a
+``postgresql://`` URL is opened: its driver is the ``postgres`` extra).
+
+One neutral middle, two thin dialects: the port (``_port``), the records
+(``_records``), the row columns and decoders (``_rows``) and the pure planners
+(``_plans``, ``_claims``, ``_outcomes``) exist once; ``sqlite/`` and ``postgres/`` keep
+only their SQL text and I/O, in modules of the same names (``_store``, ``_runs``,
+``_work``, ``_reads``, ``_datasets``, ``_cache``, ``_schema``, ``_common``), so a
+change's twin is found by its file name."""
 
 from evald_server.store._errors import (
     LiveRunLimitReached,
@@ -43,9 +50,13 @@ from evald_server.store._records import (
     TransitionReport,
     subtask_public_id,
 )
-from evald_server.store._schema import LATEST_VERSION, schema_version
-from evald_server.store._sqlite import SqliteStore
-from evald_server.store._store_file import StoreLocked, StoreLost
+from evald_server.store.sqlite import (
+    LATEST_VERSION,
+    SqliteStore,
+    StoreLocked,
+    StoreLost,
+    schema_version,
+)
 
 __all__ = [
     "CALLS_FINISH",

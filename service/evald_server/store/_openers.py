@@ -9,7 +9,7 @@ from typing import Any
 
 from evald_server.store._errors import StoreError
 from evald_server.store._port import Store
-from evald_server.store._sqlite import SqliteStore
+from evald_server.store.sqlite import SqliteStore
 
 StoreOpener = Callable[..., Awaitable[Store]]
 
@@ -20,7 +20,7 @@ async def _sqlite(url: str, *, events_retained_per_run: int, **_replicas: Any) -
 
 async def _postgresql(url: str, *, events_retained_per_run: int, **replicas: Any) -> Store:
     try:  # the driver is an extra: pip install 'evald[postgres]'
-        from evald_server.store._postgres import PostgresStore
+        from evald_server.store.postgres import PostgresStore
     except ImportError as missing:
         raise StoreError(
             f"store.url is a PostgreSQL URL but its driver is not installed ({missing.name}): "

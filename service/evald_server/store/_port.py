@@ -128,7 +128,9 @@ class Store(Protocol):
 
     # Execution.
     async def claim_ready(self, run_id: str, model_id: str, limit: int, now: float) -> Claim: ...
-    async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
+    async def record_outcomes(
+        self, outcomes: Sequence[SubtaskOutcome], now: float
+    ) -> CompletionReport:
         """Record a batch of outcomes in one transaction; ``UnstorableOutcome`` when a
         value of one of them cannot be stored (nothing of the batch is)."""
         ...

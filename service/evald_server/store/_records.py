@@ -38,17 +38,6 @@ class StateCounts:
     subtasks: Mapping[str, int]
 
 
-COUNTER_COLUMNS: tuple[str, ...] = (
-    "total",
-    "pending",
-    "running",
-    "succeeded",
-    "failed",
-    "failed_permanent",
-    "cancelled",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class DatasetRow:
     dataset_id: str

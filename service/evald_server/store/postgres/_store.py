@@ -5,7 +5,7 @@ pg_driver.json: 2.3 µs of client CPU per committed outcome against psycopg 3's 
 4.1 against 15 per claimed row), with its connection pool (``pool_size``).
 
 Beside the port's operations, each store runs a maintenance task: every
-``heartbeat_s`` it renews this replica's lease (``_pg_leases``), returns the running
+``heartbeat_s`` it renews this replica's lease (``_leases``), returns the running
 subtasks of dead replicas to pending, frees their scoring jobs, and keeps the change
 feed's ``LISTEN`` connection alive. Losing the database makes ``unavailable()`` say so
 (health NOT_SERVING); operations wait for it to come back for up to ``wait_s``,
@@ -46,23 +46,7 @@ from evald_server.domain import (
     SubtaskState,
     TaskType,
 )
-from evald_server.store import _pg_cache as cache
-from evald_server.store import _pg_leases as leases
-from evald_server.store import _pg_reads as reads
-from evald_server.store import _pg_runs as runs
-from evald_server.store import _pg_work as work
 from evald_server.store._errors import StoreError, StoreUnavailable, UnstorableOutcome
-from evald_server.store._pg_common import (
-    EVERYONE,
-    SCORING,
-    append_events,
-    lock_runs,
-    notice,
-    notify,
-    read_run,
-)
-from evald_server.store._pg_feed import ChangeFeed
-from evald_server.store._pg_schema import migrate
 from evald_server.store._records import (
     CachedAnswer,
     CacheEntry,
@@ -91,6 +75,15 @@ from evald_server.store._records import (
     TaskRow,
     TransitionReport,
 )
+from evald_server.store.postgres import _cache as cache
+from evald_server.store.postgres import _datasets as datasets
+from evald_server.store.postgres import _leases as leases
+from evald_server.store.postgres import _reads as reads
+from evald_server.store.postgres import _runs as runs
+from evald_server.store.postgres import _work as work
+from evald_server.store.postgres._common import EVERYONE, SCORING, notice, notify
+from evald_server.store.postgres._feed import ChangeFeed
+from evald_server.store.postgres._schema import migrate
 
 T = TypeVar("T")
 _log = logging.getLogger("evald.store")
@@ -372,15 +365,15 @@ class PostgresStore:
                     f"the connection to the database {self.where} was lost during the "
                     "upload; upload it again (an upload that was stored is found again)"
                 )
-            return await reads.create_dataset(conn, dataset, stream)
+            return await datasets.create_dataset(conn, dataset, stream)
 
         return await self._run(create)
 
     async def find_dataset(self, tenant: str, name: str, version: str) -> DatasetRow | None:
-        return await self._run(reads.find_dataset, tenant, name, version)
+        return await self._run(datasets.find_dataset, tenant, name, version)
 
     async def get_dataset(self, dataset_id: str) -> DatasetRow | None:
-        return await self._run(reads.get_dataset, dataset_id)
+        return await self._run(datasets.get_dataset, dataset_id)
 
     async def list_datasets(
         self,
@@ -391,10 +384,10 @@ class PostgresStore:
         name: str | None = None,
         task_type: TaskType | None = None,
     ) -> list[DatasetRow]:
-        return await self._run(reads.list_datasets, tenant, name, task_type, after, limit)
+        return await self._run(datasets.list_datasets, tenant, name, task_type, after, limit)
 
     async def read_records(self, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]:
-        return await self._run(reads.read_records, dataset_id, idxs)
+        return await self._run(datasets.read_records, dataset_id, idxs)
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -404,7 +397,7 @@ class PostgresStore:
         return await self._run(runs.create_run, run, tasks, self._retain, max_live_runs, self.owner)
 
     async def get_run(self, run_id: str) -> RunRow | None:
-        return await self._run(read_run, run_id)
+        return await self._run(reads.get_run, run_id)
 
     async def list_runs(
         self,
@@ -451,9 +444,11 @@ class PostgresStore:
 
         return await self._run(claim)
 
-    async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
+    async def record_outcomes(
+        self, outcomes: Sequence[SubtaskOutcome], now: float
+    ) -> CompletionReport:
         try:
-            return await self._run(work.complete, outcomes, self.owner, now, self._retain)
+            return await self._run(work.record_outcomes, outcomes, self.owner, now, self._retain)
         except _UNSTORABLE as exc:  # the transaction is rolled back
             raise UnstorableOutcome(exc) from exc
 
@@ -517,14 +512,7 @@ class PostgresStore:
         *,
         phase: SubtaskPhase = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
-        return await self._run(
-            reads.subtasks,
-            "s.task_id = $1 AND s.phase = $2",
-            [task_id, int(phase)],
-            states,
-            after_row,
-            limit,
-        )
+        return await self._run(reads.task_subtasks, task_id, states, after_row, limit, phase)
 
     async def run_subtasks(
         self,
@@ -537,16 +525,8 @@ class PostgresStore:
         output_chars: int | None = None,
         phase: SubtaskPhase | None = SubtaskPhase.ANSWER,
     ) -> list[SubtaskRow]:
-        where = "s.run_id = $1"
-        params: list[Any] = [run_id]
-        if task_id is not None:
-            params.append(task_id)
-            where += f" AND s.task_id = ${len(params)}"
-        if phase is not None:
-            params.append(int(phase))
-            where += f" AND s.phase = ${len(params)}"
         return await self._run(
-            reads.subtasks, where, params, states, after_row, limit, output_chars
+            reads.run_subtasks, run_id, task_id, states, after_row, limit, output_chars, phase
         )
 
     async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
@@ -600,15 +580,7 @@ class PostgresStore:
     async def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, live_only: bool = False
     ) -> list[EventRow]:
-        async def append(conn: asyncpg.Connection) -> list[EventRow]:
-            async with conn.transaction():
-                found = await lock_runs(conn, [run_id])
-                row = found.get(run_id)
-                if row is None or (live_only and RunState(row["state"]).is_terminal):
-                    return []
-                return await append_events(conn, run_id, events, self._retain, self.owner)
-
-        return await self._run(append)
+        return await self._run(runs.add_events, run_id, events, self._retain, live_only, self.owner)
 
     async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]:
         return await self._run(reads.read_events, run_id, after_seq, limit)

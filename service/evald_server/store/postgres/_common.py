@@ -1,4 +1,5 @@
-"""Helpers shared by the PostgreSQL operations: run locks, counters, events, notices.
+"""What the PostgreSQL operations share: run locks, counter moves, the event log and its
+notices, a run read back, tasks moved to scoring, judge rows written.
 
 Lock order, the rule that keeps replicas free of deadlocks: a transaction that changes a
 run's rows first locks the run row(s) (``lock_runs``, in run id order), then touches its
@@ -15,9 +16,24 @@ from typing import Any
 
 import asyncpg
 
-from evald_server.domain import SubtaskState
-from evald_server.store._records import COUNTER_COLUMNS, EventRow, NewEvent, RunRow
-from evald_server.store._sql_common import RUN_COLUMNS, CounterDeltas, dumps, run_from
+from evald_server.store._plans import (
+    Answer,
+    CounterDeltas,
+    JudgePlan,
+    event_values,
+    judge_rows,
+    numbered_events,
+    tasks_to_score,
+)
+from evald_server.store._records import EventRow, NewEvent, RunRow
+from evald_server.store._rows import (
+    COUNTER_COLUMNS,
+    JUDGE_SUBTASK_COLUMNS,
+    RUNS_FROM,
+    TASK_PROGRESS_COLUMNS,
+    judges_from,
+    run_from,
+)
 
 CHANNEL = "evald"
 EVERYONE = "*"  # the origin of a notice every replica acts on, its sender included
@@ -28,19 +44,6 @@ WORK = "work"  # ready work appeared (a new run, a retry, requeued subtasks)
 CANCEL = "cancel"
 FINISHED = "finished"
 SCORING = "scoring"  # detail: a task id whose scoring job is free to claim
-
-_STATES = [c for c in COUNTER_COLUMNS if c != "total"]
-# What a new subtask row is written with (COPY), a run's or a judge phase's.
-NEW_SUBTASK_COLUMNS = (
-    "run_id",
-    "task_id",
-    "model_id",
-    "record_idx",
-    "repeat_index",
-    "state",
-    "updated_at",
-)
-_COUNTED = ["total", *_STATES]  # total moves only when subtasks are added (judge rows)
 
 
 def notice(kind: str, origin: str, run_id: str, detail: str = "") -> str:
@@ -63,42 +66,18 @@ async def lock_runs(conn: asyncpg.Connection, run_ids: Iterable[str]) -> dict[st
     return {r["run_id"]: r for r in rows}
 
 
-_TASK_COUNTERS = (
-    "UPDATE tasks SET "
-    + ", ".join(f"{c} = {c} + ${i}" for i, c in enumerate(_COUNTED, start=2))
-    + " WHERE task_id = $1"
-)
-_RUN_COUNTERS = _TASK_COUNTERS.replace("UPDATE tasks", "UPDATE runs").replace(
-    "task_id = $1", "run_id = $1"
-)
+_ADD = ", ".join(f"{c} = {c} + ${i}" for i, c in enumerate(COUNTER_COLUMNS, start=1))
+_KEY = f"${len(COUNTER_COLUMNS) + 1}"
+_TASK_COUNTERS = f"UPDATE tasks SET {_ADD} WHERE task_id = {_KEY}"
+_RUN_COUNTERS = f"UPDATE runs SET {_ADD} WHERE run_id = {_KEY}"
 
 
 async def apply_deltas(conn: asyncpg.Connection, deltas: CounterDeltas) -> None:
     """The counter moves, in key order, one pipelined statement per table."""
-    for sql, changes in ((_TASK_COUNTERS, deltas.tasks), (_RUN_COUNTERS, deltas.runs)):
-        rows = [
-            (key, *(changes[key].get(column, 0) for column in _COUNTED))
-            for key in sorted(changes)
-            if any(changes[key].values())
-        ]
+    tasks, runs = deltas.rows()
+    for sql, rows in ((_TASK_COUNTERS, tasks), (_RUN_COUNTERS, runs)):
         if rows:
             await conn.executemany(sql, rows)
-
-
-def count_moves(
-    deltas: CounterDeltas,
-    run_id: str,
-    task_ids: Iterable[str],
-    source: SubtaskState,
-    target: SubtaskState,
-) -> int:
-    """Count one move per task id seen (the RETURNING of an UPDATE); returns the total."""
-    per_task: dict[str, int] = {}
-    for task_id in task_ids:
-        per_task[task_id] = per_task.get(task_id, 0) + 1
-    for task_id, n in per_task.items():
-        deltas.move(run_id, task_id, source, target, n)
-    return sum(per_task.values())
 
 
 async def append_events(
@@ -118,20 +97,17 @@ async def append_events(
         run_id,
         n,
     )
-    first = int(last) - n + 1
-    rows = [
-        EventRow(run_id=run_id, seq=first + i, time=e.time, kind=e.kind, payload=e.payload)
-        for i, e in enumerate(events)
-    ]
+    rows = numbered_events(run_id, int(last) - n + 1, events)
+    _, seqs, times, kinds, payloads = zip(*event_values(rows), strict=True)
     await conn.execute(
         "INSERT INTO events (run_id, seq, time, kind, payload) "
         "SELECT $1, s, t, k, p FROM unnest($2::bigint[], $3::float8[], $4::text[], $5::text[]) "
         "AS u(s, t, k, p)",
         run_id,
-        [r.seq for r in rows],
-        [r.time for r in rows],
-        [r.kind.value for r in rows],
-        [dumps(r.payload) for r in rows],
+        list(seqs),
+        list(times),
+        list(kinds),
+        list(payloads),
     )
     if last > retain:
         await conn.execute(
@@ -142,20 +118,57 @@ async def append_events(
 
 
 async def read_run(conn: asyncpg.Connection, run_id: str) -> RunRow | None:
-    row = await conn.fetchrow(
-        f"SELECT {RUN_COLUMNS}, (SELECT MIN(seq) FROM events e WHERE e.run_id = r.run_id) "
-        "FROM runs r WHERE run_id = $1",
-        run_id,
+    row = await conn.fetchrow(f"{RUNS_FROM} WHERE run_id = $1", run_id)
+    return None if row is None else run_from(row)
+
+
+async def finish_ready_tasks(
+    conn: asyncpg.Connection, task_ids: Sequence[str], now: float
+) -> list[str]:
+    """Move tasks whose inference is finished to ``scoring`` (free for any scorer);
+    return their ids, in id order."""
+    if not task_ids:
+        return []
+    rows = await conn.fetch(
+        f"SELECT {TASK_PROGRESS_COLUMNS} FROM tasks WHERE task_id = ANY($1::text[]) "
+        "ORDER BY task_id",
+        sorted(task_ids),
     )
-    return None if row is None else run_with_oldest(row)
+    finished = tasks_to_score(rows)
+    if finished:
+        await conn.execute(
+            "UPDATE tasks SET state = 'scoring', finished_at = $1, scorer = NULL "
+            "WHERE task_id = ANY($2::text[])",
+            now,
+            finished,
+        )
+    return finished
 
 
-def run_with_oldest(row: Any) -> RunRow:
-    """A runs row selected with ``RUN_COLUMNS`` and, last, the oldest retained seq."""
-    values = tuple(row)
-    oldest = values[-1]
-    last_seq = int(values[9 + len(COUNTER_COLUMNS)])
-    return run_from(values[:-1], int(oldest) if oldest is not None else last_seq + 1)
+async def create_judge_subtasks(
+    conn: asyncpg.Connection,
+    answers: Sequence[Answer],
+    deltas: CounterDeltas,
+    now: float,
+    cancelling: frozenset[str] | set[str] = frozenset(),
+) -> JudgePlan:
+    """Insert (``COPY``) the judge subtasks the succeeded ``answers`` call for
+    (``plans.judge_rows``), counted into ``deltas``; under the runs' locks."""
+    if not answers:
+        return JudgePlan([], [])
+    judges = judges_from(
+        await conn.fetch(
+            "SELECT task_id, judge_model_id, judge_rounds FROM tasks "
+            "WHERE task_id = ANY($1::text[]) AND judge_rounds > 0",
+            sorted({a.task_id for a in answers}),
+        )
+    )
+    plan = judge_rows(answers, judges, now, deltas, cancelling=cancelling)
+    if plan.rows:
+        await conn.copy_records_to_table(
+            "subtasks", records=plan.rows, columns=JUDGE_SUBTASK_COLUMNS
+        )
+    return plan
 
 
 def clean_text(text: str | None) -> str | None:

@@ -1,7 +1,7 @@
 """The change feed: ``LISTEN`` on one dedicated connection, notices turned into
 ``StoreChange``s for the engine, this process's own notices skipped.
 
-Notices are small (``_pg_common.notice``) and coalesced while the engine is busy: the
+Notices are small (``_common.notice``) and coalesced while the engine is busy: the
 feed keeps at most one pending change per (kind, run, task), and for a run's events
 only the highest seq, so a burst of commits costs the consumer one wake-up. When the
 listening connection is lost, notices may have been missed: after reconnecting the
@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
 
-from evald_server.store._pg_common import CHANNEL
 from evald_server.store._records import ChangeKind, StoreChange
+from evald_server.store.postgres._common import CHANNEL
 
 _log = logging.getLogger("evald.store")
 

@@ -32,13 +32,6 @@ from evald_server.domain import (
     TaskState,
     TaskType,
 )
-from evald_server.store import _sql_cache as cache_sql
-from evald_server.store import _sql_claim as claim
-from evald_server.store import _sql_datasets as ds
-from evald_server.store import _sql_outcomes as outcomes_sql
-from evald_server.store import _sql_reads as reads
-from evald_server.store import _sql_transitions as transitions
-from evald_server.store._db_thread import DbThread
 from evald_server.store._errors import StoreError, UnstorableOutcome
 from evald_server.store._records import (
     CachedAnswer,
@@ -69,10 +62,14 @@ from evald_server.store._records import (
     TaskRow,
     TransitionReport,
 )
-from evald_server.store._schema import migrate
-from evald_server.store._sql_common import append_events, transaction
-from evald_server.store._sql_metrics import state_counts
-from evald_server.store._store_file import StoreFileGuard, StoreLost
+from evald_server.store.sqlite import _cache as cache
+from evald_server.store.sqlite import _datasets as datasets
+from evald_server.store.sqlite import _reads as reads
+from evald_server.store.sqlite import _runs as runs
+from evald_server.store.sqlite import _work as work
+from evald_server.store.sqlite._db_thread import DbThread
+from evald_server.store.sqlite._schema import migrate
+from evald_server.store.sqlite._store_file import StoreFileGuard, StoreLost
 
 T = TypeVar("T")
 
@@ -232,13 +229,13 @@ class SqliteStore:
     async def create_dataset(
         self, dataset: DatasetRow, records: Iterable[RecordRow]
     ) -> tuple[DatasetRow, bool]:
-        return await self._write(ds.create_dataset, dataset, records)
+        return await self._write(datasets.create_dataset, dataset, records)
 
     async def find_dataset(self, tenant: str, name: str, version: str) -> DatasetRow | None:
-        return await self._read(ds.find_dataset, tenant, name, version)
+        return await self._read(datasets.find_dataset, tenant, name, version)
 
     async def get_dataset(self, dataset_id: str) -> DatasetRow | None:
-        return await self._read(ds.get_dataset, dataset_id)
+        return await self._read(datasets.get_dataset, dataset_id)
 
     async def list_datasets(
         self,
@@ -249,16 +246,16 @@ class SqliteStore:
         name: str | None = None,
         task_type: TaskType | None = None,
     ) -> list[DatasetRow]:
-        return await self._read(ds.list_datasets, tenant, name, task_type, after, limit)
+        return await self._read(datasets.list_datasets, tenant, name, task_type, after, limit)
 
     async def read_records(self, dataset_id: str, idxs: Sequence[int]) -> list[RecordRow]:
-        return await self._read(ds.read_records, dataset_id, idxs)
+        return await self._read(datasets.read_records, dataset_id, idxs)
 
     # Runs.
     async def create_run(
         self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
     ) -> tuple[RunRow, bool]:
-        return await self._write(outcomes_sql.create_run, run, tasks, self._retain, max_live_runs)
+        return await self._write(runs.create_run, run, tasks, self._retain, max_live_runs)
 
     async def get_run(self, run_id: str) -> RunRow | None:
         return await self._read(reads.get_run, run_id)
@@ -288,22 +285,24 @@ class SqliteStore:
     # Execution.
     async def claim_ready(self, run_id: str, model_id: str, limit: int, now: float) -> Claim:
         return await self._write(
-            claim.claim_ready, run_id, model_id, limit, self.owner, now, self._retain
+            work.claim_ready, run_id, model_id, limit, self.owner, now, self._retain
         )
 
-    async def complete(self, outcomes: Sequence[SubtaskOutcome], now: float) -> CompletionReport:
+    async def record_outcomes(
+        self, outcomes: Sequence[SubtaskOutcome], now: float
+    ) -> CompletionReport:
         try:
-            return await self._write(outcomes_sql.complete, outcomes, self.owner, now, self._retain)
+            return await self._write(work.record_outcomes, outcomes, self.owner, now, self._retain)
         except _UNSTORABLE as exc:  # rolled back by ``transaction``
             raise UnstorableOutcome(exc) from exc
 
     async def requeue_running(self, *, owner: str | None, now: float) -> int:
-        return await self._write(transitions.requeue_running, owner, now)
+        return await self._write(runs.requeue_running, owner, now)
 
     async def cancel_run(
         self, run_id: str, now: float, *, reason: str | None = None
     ) -> TransitionReport:
-        return await self._write(transitions.cancel_run, run_id, now, self._retain, reason)
+        return await self._write(runs.cancel_run, run_id, now, self._retain, reason)
 
     async def retry_failed(
         self,
@@ -316,7 +315,7 @@ class SqliteStore:
         states: Sequence[SubtaskState] = (SubtaskState.FAILED_PERMANENT,),
     ) -> TransitionReport:
         return await self._write(
-            transitions.retry_failed,
+            runs.retry_failed,
             run_id,
             task_ids,
             categories,
@@ -329,7 +328,7 @@ class SqliteStore:
     async def fail_model_work(
         self, run_id: str, model_id: str, error: EvalError, now: float
     ) -> list[str]:
-        return await self._write(transitions.fail_model_work, run_id, model_id, error, now)
+        return await self._write(runs.fail_model_work, run_id, model_id, error, now)
 
     # Scoring and results.
     async def scoring_task_ids(self) -> list[str]:
@@ -380,10 +379,10 @@ class SqliteStore:
         return await self._read(reads.task_verdicts, task_id, after_row, limit)
 
     async def finish_task(self, finish: TaskFinish) -> FinishReport:
-        return await self._write(transitions.finish_task, finish, self._retain)
+        return await self._write(runs.finish_task, finish, self._retain)
 
     async def store_sample_scores(self, scores: Iterable[SampleScoreRow]) -> None:
-        await self._write(transitions.store_sample_scores, scores)
+        await self._write(runs.store_sample_scores, scores)
 
     async def read_results(self, run_id: str) -> list[tuple[str, Json]]:
         return await self._read(reads.read_results, run_id)
@@ -392,45 +391,30 @@ class SqliteStore:
         return await self._read(reads.recount_task, task_id)
 
     async def state_counts(self) -> StateCounts:
-        return await self._read(state_counts)
+        return await self._read(reads.state_counts)
 
     # The response cache.
     async def cache_lookup(
         self, scope: str, keys: Sequence[str], now: float, ttl_s: float
     ) -> dict[str, CachedAnswer]:
-        return await self._write(cache_sql.cache_lookup, scope, keys, now, ttl_s)
+        return await self._write(cache.cache_lookup, scope, keys, now, ttl_s)
 
     async def cache_put(
         self, entries: Sequence[CacheEntry], now: float, *, ttl_s: float, max_entries: int
     ) -> int:
-        return await self._write(cache_sql.cache_put, entries, now, ttl_s, max_entries)
+        return await self._write(cache.cache_put, entries, now, ttl_s, max_entries)
 
     async def cache_size(self) -> int:
-        return await self._read(cache_sql.cache_size)
+        return await self._read(cache.cache_size)
 
     # Events.
     async def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, live_only: bool = False
     ) -> list[EventRow]:
-        return await self._write(_append, run_id, events, self._retain, live_only)
+        return await self._write(runs.add_events, run_id, events, self._retain, live_only)
 
     async def read_events(self, run_id: str, after_seq: int, limit: int) -> list[EventRow]:
         return await self._read(reads.read_events, run_id, after_seq, limit)
-
-
-def _append(
-    conn: sqlite3.Connection,
-    run_id: str,
-    events: Sequence[NewEvent],
-    retain: int,
-    live_only: bool,
-) -> list[EventRow]:
-    with transaction(conn):
-        if live_only:
-            row = conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            if row is None or RunState(row[0]).is_terminal:
-                return []  # nothing may follow a run's terminal event
-        return append_events(conn, run_id, events, retain)
 
 
 def now() -> float:

@@ -1,4 +1,4 @@
-"""The response cache in SQL: complete answers by (scope, key), with a TTL and a bound.
+"""The response cache on SQLite: complete answers by (scope, key), with a TTL and a bound.
 
 A lookup is a write: it stamps ``used_at`` (and counts the hit) of what it found, so
 eviction beyond the bound drops the least recently used entries first. Expired entries
@@ -8,8 +8,10 @@ are never served and are deleted when new ones are put.
 import sqlite3
 from collections.abc import Sequence
 
+from evald_server.store._plans import EVICTION_ORDER, cache_rows
 from evald_server.store._records import CachedAnswer, CacheEntry
-from evald_server.store._sql_common import transaction
+from evald_server.store._rows import CACHED_COLUMNS, cached_from
+from evald_server.store.sqlite._common import marks, transaction
 
 _BATCH = 500  # keys per IN (...) list, under SQLite's default variable limit
 
@@ -21,15 +23,13 @@ def cache_lookup(
     with transaction(conn):
         for start in range(0, len(keys), _BATCH):
             part = list(keys[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
             rows = conn.execute(
                 "UPDATE response_cache SET used_at = ?, hits = hits + 1 "
-                f"WHERE scope = ? AND key IN ({marks}) AND created_at > ? "
-                "RETURNING key, output, finish_reason, prompt_tokens, completion_tokens",
+                f"WHERE scope = ? AND key IN ({marks(len(part))}) AND created_at > ? "
+                f"RETURNING {CACHED_COLUMNS}",
                 [now, scope, *part, now - ttl_s],
             ).fetchall()
-            for key, output, finish_reason, prompt_tokens, completion_tokens in rows:
-                found[key] = CachedAnswer(output, finish_reason, prompt_tokens, completion_tokens)
+            found.update(cached_from(rows))
     return found
 
 
@@ -48,26 +48,14 @@ def cache_put(
             "INSERT OR REPLACE INTO response_cache (scope, key, output, finish_reason, "
             "prompt_tokens, completion_tokens, created_at, used_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    e.scope,
-                    e.key,
-                    e.answer.output,
-                    e.answer.finish_reason,
-                    e.answer.prompt_tokens,
-                    e.answer.completion_tokens,
-                    now,
-                    now,
-                )
-                for e in entries
-            ],
+            cache_rows(entries, now),
         )
         expired = conn.execute(
             "DELETE FROM response_cache WHERE created_at <= ?", (now - ttl_s,)
         ).rowcount
         over = conn.execute(
             "DELETE FROM response_cache WHERE (scope, key) IN (SELECT scope, key "
-            "FROM response_cache ORDER BY used_at DESC, key LIMIT -1 OFFSET ?)",
+            f"FROM response_cache ORDER BY {EVICTION_ORDER} LIMIT -1 OFFSET ?)",
             (max_entries,),
         ).rowcount
     return int(expired) + int(over)

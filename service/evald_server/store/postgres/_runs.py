@@ -1,43 +1,33 @@
 """Run transitions on PostgreSQL: create (idempotent across replicas, quota-checked),
-cancel, retry, requeue, a model's work failed, and a task's end under its scoring lease.
+cancel, retry, requeue, a model's work failed, a task's end under its scoring lease;
+events appended outside them.
 
-Each transaction locks its run row first (``_pg_common``) and notifies the other
+Each transaction locks its run row first (``_common.lock_runs``) and notifies the other
 replicas of what they must act on: new work, a cancel, a finished run.
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import asyncpg
 
-from evald_server.domain import (
-    Counters,
-    EvalError,
-    EventKind,
-    RunState,
-    SubtaskState,
-    TaskState,
-    inference_finished,
-    run_state_if_done,
-)
+from evald_server.domain import EvalError, RunState, SubtaskState
 from evald_server.store._errors import LiveRunLimitReached
-from evald_server.store._pg_common import (
-    CANCEL,
-    EVERYONE,
-    FINISHED,
-    NEW_SUBTASK_COLUMNS,
-    WORK,
-    append_events,
-    apply_deltas,
-    count_moves,
-    lock_runs,
-    notice,
-    notify,
-    read_run,
+from evald_server.store._plans import (
+    Answer,
+    CounterDeltas,
+    cancel_applies,
+    cancel_events,
+    finish_events,
+    new_run_values,
+    new_subtask_rows,
+    new_task_values,
+    run_end,
+    score_values,
+    state_event,
 )
-from evald_server.store._pg_work import finish_ready_tasks
 from evald_server.store._records import (
     CALLS_FINISH,
-    COUNTER_COLUMNS,
+    EventRow,
     FinishReport,
     NewEvent,
     NewRun,
@@ -47,7 +37,28 @@ from evald_server.store._records import (
     TaskFinish,
     TransitionReport,
 )
-from evald_server.store._sql_common import CounterDeltas, dumps, error_json, state_event
+from evald_server.store._rows import (
+    ANSWER_COLUMNS,
+    COUNTER_COLUMNS,
+    NEW_SUBTASK_COLUMNS,
+    UNJUDGED_FROM,
+    dumps,
+    error_json,
+)
+from evald_server.store.postgres._common import (
+    CANCEL,
+    EVERYONE,
+    FINISHED,
+    WORK,
+    append_events,
+    apply_deltas,
+    create_judge_subtasks,
+    finish_ready_tasks,
+    lock_runs,
+    notice,
+    notify,
+    read_run,
+)
 
 _S = SubtaskState
 _NOTHING = TransitionReport(changed=0, finished_tasks=(), events=())
@@ -90,42 +101,19 @@ async def create_run(
             )
             if live >= max_live_runs:
                 raise LiveRunLimitReached(int(live), max_live_runs)
-        total = sum(t.record_count * run.repeat for t in tasks)
         await conn.execute(
             "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
-            "total, pending, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $8)",
-            run.run_id,
-            run.tenant,
-            run.name,
-            run.request_id,
-            run.request_hash,
-            dumps(run.spec),
-            total,
-            run.created_at,
+            "total, pending, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            *new_run_values(run, tasks),
         )
         await conn.executemany(
             "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
             "total, pending, judge_model_id, judge_rounds) "
-            "VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7, $8, $9)",
-            [
-                (
-                    t.task_id,
-                    run.run_id,
-                    t.ordinal,
-                    t.model_id,
-                    dumps(t.model),
-                    t.dataset_id,
-                    t.record_count * run.repeat,
-                    t.judge_model_id,
-                    t.judge_rounds,
-                )
-                for t in tasks
-            ],
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            new_task_values(run, tasks),
         )
-        await conn.copy_records_to_table(
-            "subtasks",
-            records=_subtask_rows(run, tasks),
-            columns=NEW_SUBTASK_COLUMNS,
+        await conn.copy_records_to_table(  # streamed from the generator
+            "subtasks", records=new_subtask_rows(run, tasks), columns=NEW_SUBTASK_COLUMNS
         )
         created_event = state_event(RunState.PENDING, run.created_at)
         await append_events(conn, run.run_id, [created_event], retain, origin)
@@ -133,23 +121,6 @@ async def create_run(
         created = await read_run(conn, run.run_id)
     assert created is not None
     return created, True
-
-
-def _subtask_rows(
-    run: NewRun, tasks: Sequence[NewTask]
-) -> Iterator[tuple[str, str, str, int, int, str, float]]:
-    for task in tasks:
-        for idx in range(task.record_count):
-            for repeat in range(run.repeat):
-                yield (
-                    run.run_id,
-                    task.task_id,
-                    task.model_id,
-                    idx,
-                    repeat,
-                    "pending",
-                    run.created_at,
-                )
 
 
 async def cancel_run(
@@ -170,9 +141,8 @@ async def cancel_run(
             "WHERE run_id = $1",
             run_id,
         )
-        if row is None or RunState(row[0]).is_terminal or inference_finished(Counters(*row[2:])):
+        if row is None or not cancel_applies(row):
             return _NOTHING
-        already = bool(row[1])
         deltas = CounterDeltas()
         changed = 0
         for state in (_S.PENDING, _S.FAILED):
@@ -183,7 +153,7 @@ async def cancel_run(
                 now,
                 state.value,
             )
-            changed += count_moves(deltas, run_id, (r[0] for r in moved), state, _S.CANCELLED)
+            changed += deltas.move_each(run_id, (r[0] for r in moved), state, _S.CANCELLED)
         await conn.execute(
             "UPDATE runs SET cancel_requested = TRUE, cancel_reason = COALESCE(cancel_reason, $2) "
             "WHERE run_id = $1",
@@ -193,13 +163,7 @@ async def cancel_run(
         await apply_deltas(conn, deltas)
         task_ids = [r[0] for r in await conn.fetch(_TASKS_OF_RUN, run_id)]
         finished = await finish_ready_tasks(conn, task_ids, now)
-        events = []
-        if not already:
-            run_state = RunState(row[0])
-            event = state_event(
-                run_state, now, run_state, cancel_requested=True, cancel_reason=reason
-            )
-            events = await append_events(conn, run_id, [event], retain, origin)
+        events = await append_events(conn, run_id, cancel_events(row, now, reason), retain, origin)
         await notify(conn, [notice(CANCEL, origin, run_id, "" if reason is None else CALLS_FINISH)])
     return TransitionReport(changed=changed, finished_tasks=tuple(finished), events=tuple(events))
 
@@ -221,7 +185,9 @@ async def retry_failed(
     """Re-queue the run's subtasks in ``states`` (optionally of some tasks, or whose last
     error has one of some categories or reasons) with a fresh retry budget; their tasks
     will be scored again. The retry lifts the run's cancel (``RETRYABLE_STATES``): what
-    it re-queues must run, and a cancelled subtask it does not re-queue stays cancelled."""
+    it re-queues must run, a cancelled subtask it does not re-queue stays cancelled, and
+    the answers that succeeded under the cancel (no judge subtasks then) get theirs in
+    its tasks."""
     async with conn.transaction():
         runs = await lock_runs(conn, [run_id])
         if run_id not in runs:
@@ -248,6 +214,9 @@ async def retry_failed(
         deltas = CounterDeltas()
         for task_id, _model, state in rows:
             deltas.move(run_id, task_id, _S(state), _S.PENDING)
+        # The cancel lifted: answers that succeeded under it are judged now.
+        unjudged = await _unjudged(conn, run_id, task_ids)
+        judges = await create_judge_subtasks(conn, unjudged, deltas, now)
         await apply_deltas(conn, deltas)
         touched = sorted(deltas.tasks)
         await conn.execute(
@@ -269,8 +238,19 @@ async def retry_failed(
         changed=len(rows),
         finished_tasks=(),
         events=tuple(events),
-        models=tuple(sorted({r[1] for r in rows})),
+        models=tuple(sorted({r[1] for r in rows} | {model for _, model in judges.work})),
     )
+
+
+async def _unjudged(conn: asyncpg.Connection, run_id: str, task_ids: Sequence[str]) -> list[Answer]:
+    """The run's succeeded answers (of ``task_ids``, if given) that their judged task
+    has not given judge subtasks."""
+    sql = f"SELECT {ANSWER_COLUMNS} {UNJUDGED_FROM} AND t.run_id = $1"
+    params: list[object] = [run_id]
+    if task_ids:
+        params.append(list(task_ids))
+        sql += " AND t.task_id = ANY($2::text[])"
+    return [Answer(*row) for row in await conn.fetch(sql + " ORDER BY a.row_id", *params)]
 
 
 async def requeue_running(
@@ -309,7 +289,7 @@ async def _requeue_run(
             list(owners) if owners is not None else list(live),
         )
         deltas = CounterDeltas()
-        moved = count_moves(deltas, run_id, (r[0] for r in rows), _S.RUNNING, _S.PENDING)
+        moved = deltas.move_each(run_id, (r[0] for r in rows), _S.RUNNING, _S.PENDING)
         await apply_deltas(conn, deltas)
         if moved:
             await notify(conn, [notice(WORK, EVERYONE, run_id)])
@@ -362,18 +342,10 @@ async def store_sample_scores(conn: asyncpg.Connection, scores: Sequence[SampleS
 
 
 async def _store_scores(conn: asyncpg.Connection, scores: Iterable[SampleScoreRow]) -> None:
-    rows = [
-        (
-            s.row_id,
-            None if s.scores is None else dumps({"scores": s.scores, "flags": list(s.flags)}),
-            s.correct,
-            None if s.judgement is None else dumps(s.judgement),
-        )
-        for s in scores
-    ]
+    rows = list(score_values(scores))
     if rows:
         await conn.executemany(
-            "UPDATE subtasks SET scores = $2, correct = $3, judgement = $4 WHERE row_id = $1",
+            "UPDATE subtasks SET scores = $1, correct = $2, judgement = $3 WHERE row_id = $4",
             rows,
         )
 
@@ -414,31 +386,20 @@ async def finish_task(
                 finish.task_id,
             )
         await _store_scores(conn, finish.sample_scores)
-        new_events = [
-            NewEvent(kind=EventKind.TASK_SCORED, payload=finish.event_payload, time=finish.time)
-        ]
-        states = [
-            TaskState(r[0])
-            for r in await conn.fetch("SELECT state FROM tasks WHERE run_id = $1", run_id)
-        ]
+        tasks = await conn.fetch("SELECT state FROM tasks WHERE run_id = $1", run_id)
+        states = [r[0] for r in tasks]
         previous = runs[run_id]
-        run_state = run_state_if_done(states, cancel_requested=bool(previous["cancel_requested"]))
+        run_state = run_end(states, cancel_requested=previous["cancel_requested"])
+        reason = None
         if run_state is not None:
-            await conn.execute(
-                "UPDATE runs SET state = $2, finished_at = $3 WHERE run_id = $1",
+            reason = await conn.fetchval(
+                "UPDATE runs SET state = $2, finished_at = $3 WHERE run_id = $1 "
+                "RETURNING cancel_reason",
                 run_id,
                 run_state.value,
                 finish.time,
             )
-            reason = await conn.fetchval("SELECT cancel_reason FROM runs WHERE run_id = $1", run_id)
-            new_events.append(
-                state_event(
-                    run_state,
-                    finish.time,
-                    RunState(previous["state"]),
-                    cancel_reason=reason if run_state is RunState.CANCELLED else None,
-                )
-            )
+        new_events = finish_events(finish, run_state, previous["state"], reason)
         events = await append_events(conn, run_id, new_events, retain, owner)
         if run_state is not None:
             await conn.execute(
@@ -446,3 +407,20 @@ async def finish_task(
             )
             await notify(conn, [notice(FINISHED, owner, run_id)])
     return FinishReport(events=tuple(events), run_state=run_state)
+
+
+async def add_events(
+    conn: asyncpg.Connection,
+    run_id: str,
+    events: Sequence[NewEvent],
+    retain: int,
+    live_only: bool,
+    origin: str,
+) -> list[EventRow]:
+    """Append to the run's log under its lock; ``live_only``: nothing once the run has
+    finished."""
+    async with conn.transaction():
+        row = (await lock_runs(conn, [run_id])).get(run_id)
+        if row is None or (live_only and RunState(row["state"]).is_terminal):
+            return []  # nothing may follow a run's terminal event
+        return await append_events(conn, run_id, events, retain, origin)

@@ -1,4 +1,5 @@
-"""The PostgreSQL schema as numbered migrations, applied in order (like ``_schema.py``).
+"""The PostgreSQL schema as numbered migrations, applied in order (like SQLite's: the same
+tables and columns, and what only replicas need; ``tests/store/test_schema_parity.py``).
 
 A migration is never edited once released: a change is a new entry at the end. Each one
 runs in its own transaction with the ``schema_version`` bump, under an advisory lock, and

@@ -1,5 +1,5 @@
 """The response cache on PostgreSQL: complete answers by (scope, key), with a TTL and a
-bound, shared by every replica (``_sql_cache`` is SQLite's).
+bound, shared by every replica.
 
 A lookup is a write: it stamps ``used_at`` (and counts the hit) of what it found, so
 eviction beyond the bound drops the least recently used entries first. Expired entries
@@ -11,8 +11,10 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from evald_server.store._pg_common import clean_text
+from evald_server.store._plans import EVICTION_ORDER, cache_rows
 from evald_server.store._records import CachedAnswer, CacheEntry
+from evald_server.store._rows import CACHED_COLUMNS, cached_from
+from evald_server.store.postgres._common import clean_text
 
 _CACHE_LOCK = 0x65766163  # "evac": orders the replicas' puts and evictions
 
@@ -25,13 +27,13 @@ async def cache_lookup(
     rows = await conn.fetch(
         "UPDATE response_cache SET used_at = $1, hits = hits + 1 "
         "WHERE scope = $2 AND key = ANY($3::text[]) AND created_at > $4 "
-        "RETURNING key, output, finish_reason, prompt_tokens, completion_tokens",
+        f"RETURNING {CACHED_COLUMNS}",
         now,
         scope,
         sorted(set(keys)),  # key order: concurrent lookups lock rows in the same order
         now - ttl_s,
     )
-    return {r[0]: CachedAnswer(r[1], r[2], r[3], r[4]) for r in rows}
+    return cached_from(rows)
 
 
 async def cache_put(
@@ -44,30 +46,22 @@ async def cache_put(
     """Keep the entries (a newer answer replaces an older one under the same key), drop
     expired ones and the least recently used beyond ``max_entries``; returns how many
     were evicted."""
-    latest = {(e.scope, e.key): e for e in entries}  # one row per key, the last one wins
+    rows = [
+        (scope, key, clean_text(output), clean_text(finish), *rest)
+        for scope, key, output, finish, *rest in cache_rows(entries, now)
+    ]
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _CACHE_LOCK)
-        if latest:
+        if rows:
             await conn.executemany(
                 "INSERT INTO response_cache (scope, key, output, finish_reason, "
                 "prompt_tokens, completion_tokens, created_at, used_at) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT (scope, key) DO UPDATE "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, key) DO UPDATE "
                 "SET output = EXCLUDED.output, finish_reason = EXCLUDED.finish_reason, "
                 "prompt_tokens = EXCLUDED.prompt_tokens, "
                 "completion_tokens = EXCLUDED.completion_tokens, "
                 "created_at = EXCLUDED.created_at, used_at = EXCLUDED.used_at, hits = 0",
-                [
-                    (
-                        e.scope,
-                        e.key,
-                        clean_text(e.answer.output),
-                        clean_text(e.answer.finish_reason),
-                        e.answer.prompt_tokens,
-                        e.answer.completion_tokens,
-                        now,
-                    )
-                    for _, e in sorted(latest.items())
-                ],
+                rows,
             )
         expired = await conn.fetchval(
             "WITH gone AS (DELETE FROM response_cache WHERE created_at <= $1 RETURNING 1) "
@@ -76,7 +70,7 @@ async def cache_put(
         )
         over = await conn.fetchval(
             "WITH gone AS (DELETE FROM response_cache WHERE (scope, key) IN (SELECT scope, key "
-            "FROM response_cache ORDER BY used_at DESC, key OFFSET $1) RETURNING 1) "
+            f"FROM response_cache ORDER BY {EVICTION_ORDER} OFFSET $1) RETURNING 1) "
             "SELECT COUNT(*) FROM gone",
             max_entries,
         )

@@ -1,32 +1,41 @@
-"""Read-only queries; they run on reader threads and never block the writer (WAL)."""
+"""Read-only queries on SQLite; they run on reader threads and never block the writer
+(WAL)."""
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from evald_server.domain import Cost, Counters, EventKind, RetryCounts, SubtaskPhase, SubtaskState
+from evald_server.domain import Counters, SubtaskPhase, SubtaskState
 from evald_server.store._records import (
-    COUNTER_COLUMNS,
     EventRow,
     Json,
     JudgeVerdictRow,
     ProfileInputs,
     RunRow,
+    StateCounts,
     SubtaskRow,
     TaskOutput,
     TaskRow,
 )
-from evald_server.store._sql_common import (
-    RUN_COLUMNS,
+from evald_server.store._rows import (
+    OUTPUT_COLUMNS,
+    RUNS_FROM,
+    STATE_COLUMNS,
+    SUBTASK_COLUMNS,
+    SUBTASKS_FROM,
     TASK_COLUMNS,
     TASKS_FROM,
-    error_from,
-    loads_json,
-    read_run,
+    event_from,
+    outputs_from,
+    recounted,
+    results_from,
     run_from,
+    state_counts_from,
+    subtask_from,
     task_from,
+    verdict_from,
 )
+from evald_server.store.sqlite._common import marks, read_run
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
@@ -41,30 +50,24 @@ def list_runs(
     limit: int,
 ) -> list[RunRow]:
     """Newest first, keyset-paginated on (created_at, run_id)."""
-    sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE tenant = ?"
+    sql = f"{RUNS_FROM} WHERE tenant = ?"
     params: list[Any] = [tenant]
     if states:
-        sql += f" AND state IN ({','.join('?' * len(states))})"
+        sql += f" AND state IN ({marks(len(states))})"
         params.extend(states)
     if after is not None:
         sql += " AND (created_at, run_id) < (?, ?)"
         params.extend(after)
     sql += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
     params.append(limit)
-    return [_with_oldest(conn, row) for row in conn.execute(sql, params).fetchall()]
-
-
-def _with_oldest(conn: sqlite3.Connection, row: tuple[Any, ...]) -> RunRow:
-    oldest = conn.execute("SELECT MIN(seq) FROM events WHERE run_id = ?", (row[0],)).fetchone()[0]
-    last_seq = int(row[9 + len(COUNTER_COLUMNS)])
-    return run_from(row, int(oldest) if oldest is not None else last_seq + 1)
+    return [run_from(row) for row in conn.execute(sql, params).fetchall()]
 
 
 def find_run_by_request(conn: sqlite3.Connection, tenant: str, request_id: str) -> RunRow | None:
     row = conn.execute(
-        "SELECT run_id FROM runs WHERE tenant = ? AND request_id = ?", (tenant, request_id)
+        f"{RUNS_FROM} WHERE tenant = ? AND request_id = ?", (tenant, request_id)
     ).fetchone()
-    return None if row is None else read_run(conn, row[0])
+    return None if row is None else run_from(row)
 
 
 def live_run_ids(conn: sqlite3.Connection) -> list[str]:
@@ -101,71 +104,7 @@ def read_events(
         "ORDER BY seq LIMIT ?",
         (run_id, after_seq, limit),
     ).fetchall()
-    return [
-        EventRow(run_id=run_id, seq=r[0], time=r[1], kind=EventKind(r[2]), payload=json.loads(r[3]))
-        for r in rows
-    ]
-
-
-_SUBTASK_COLUMNS = (
-    "s.row_id, s.task_id, s.record_idx, s.repeat_index, s.state, s.attempt, s.requests, "
-    "s.rate_limited, s.next_attempt_at, s.output, s.prompt_tokens, s.completion_tokens, "
-    "s.latency_s, s.ttft_s, s.call_time_s, s.first_error, s.last_error, r.record_id, r.fields, "
-    "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason, "
-    "s.failed_rate_limited, s.failed_timeout, s.failed_transient, s.cost_picousd, s.cost_tokens, "
-    "s.cost_estimated, s.phase, s.judge_round, s.verdict, s.judgement, s.cache_hit, "
-    "s.answer_flags"
-)
-_COLUMN_COUNT = 37  # of _SUBTASK_COLUMNS; a cut output's full size follows them
-
-
-def _cost_from(pico: int | None, tokens: int | None, estimated: int) -> Cost | None:
-    if tokens is None:
-        return None  # no success yet (or stored before evald counted cost)
-    return Cost(
-        picousd=pico or 0, tokens=int(tokens), estimated=bool(estimated), priced=pico is not None
-    )
-
-
-def _subtask_from(row: tuple[Any, ...]) -> SubtaskRow:
-    scored = loads_json(row[19])
-    return SubtaskRow(
-        row_id=row[0],
-        task_id=row[1],
-        record_idx=row[2],
-        repeat_index=row[3],
-        state=SubtaskState(row[4]),
-        attempt=row[5],
-        requests=row[6],
-        rate_limited=row[7],
-        next_attempt_at=row[8],
-        output=row[9],
-        prompt_tokens=row[10],
-        completion_tokens=row[11],
-        latency_s=row[12],
-        ttft_s=row[13],
-        call_time_s=row[14],
-        first_error=error_from(row[15]),
-        last_error=error_from(row[16]),
-        record_id=row[17],
-        fields=json.loads(row[18]),
-        scores=None if scored is None else {k: float(v) for k, v in scored["scores"].items()},
-        flags=() if scored is None else tuple(scored.get("flags", ())),
-        correct=None if row[20] is None else bool(row[20]),
-        updated_at=row[21],
-        run_id=row[22],
-        model_id=row[23],
-        finish_reason=row[24],
-        failures=RetryCounts(row[25], row[26], row[27]),
-        cost=_cost_from(row[28], row[29], row[30]),
-        phase=SubtaskPhase(row[31]),
-        judge_round=row[32],
-        verdict=row[33],
-        judgement=loads_json(row[34]),
-        cache_hit=bool(row[35]),
-        answer_flags=() if row[36] is None else tuple(json.loads(row[36])),
-        output_bytes=row[_COLUMN_COUNT] if len(row) > _COLUMN_COUNT else None,
-    )
+    return [event_from(run_id, r) for r in rows]
 
 
 def task_subtasks(
@@ -215,47 +154,31 @@ def _subtasks(
     limit: int,
     output_chars: int | None = None,
 ) -> list[SubtaskRow]:
-    columns = _SUBTASK_COLUMNS
+    columns = SUBTASK_COLUMNS
     if output_chars is not None:
         cut = f"substr(s.output, 1, {int(output_chars)})"
         columns = columns.replace("s.output,", f"{cut},", 1)
         columns += ", length(CAST(s.output AS BLOB))"
-    sql = (
-        f"SELECT {columns} FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
-        "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
-        f"WHERE {where} AND s.row_id > ?"
-    )
+    sql = f"SELECT {columns} {SUBTASKS_FROM} WHERE {where} AND s.row_id > ?"
     params = [*params, after_row]
     if states:
-        sql += f" AND s.state IN ({','.join('?' * len(states))})"
+        sql += f" AND s.state IN ({marks(len(states))})"
         params.extend(s.value for s in states)
     sql += " ORDER BY s.row_id LIMIT ?"
     params.append(limit)
-    return [_subtask_from(row) for row in conn.execute(sql, params).fetchall()]
+    return [subtask_from(row) for row in conn.execute(sql, params).fetchall()]
 
 
 def task_outputs(
     conn: sqlite3.Connection, task_id: str, after_row: int, limit: int
 ) -> list[TaskOutput]:
-    """One page of a task's succeeded outputs with their records, in order. Lean on
-    purpose: scoring reads every output of a task, 100,000 of them for a large one, and
-    the records stay JSON text (the scoring worker decodes them)."""
+    """One page of a task's succeeded answers with their records, in order."""
     rows = conn.execute(
-        "SELECT s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output, "
-        "s.top_logprobs FROM subtasks s JOIN tasks t ON t.task_id = s.task_id "
-        "JOIN dataset_records r ON r.dataset_id = t.dataset_id AND r.idx = s.record_idx "
-        "WHERE s.task_id = ? AND s.row_id > ? AND s.state = 'succeeded' AND s.phase = 0 "
-        "ORDER BY s.row_id LIMIT ?",
+        f"SELECT {OUTPUT_COLUMNS} {SUBTASKS_FROM} WHERE s.task_id = ? AND s.row_id > ? "
+        "AND s.state = 'succeeded' AND s.phase = 0 ORDER BY s.row_id LIMIT ?",
         (task_id, after_row, limit),
     ).fetchall()
-    outputs = []
-    last_idx, last_fields = -1, ""
-    for row_id, idx, repeat, record_id, fields, output, logprobs in rows:
-        if idx != last_idx:  # the repeats of a record are adjacent: one copy of its text
-            last_idx, last_fields = idx, fields
-        top = None if logprobs is None else tuple((t, float(p)) for t, p in json.loads(logprobs))
-        outputs.append(TaskOutput(row_id, idx, repeat, record_id, last_fields, output or "", top))
-    return outputs
+    return outputs_from(rows)
 
 
 def profile_inputs(
@@ -323,9 +246,7 @@ def recount_task(
     if phase is not None:
         sql += " AND phase = ?"
         params.append(int(phase))
-    counts = dict(conn.execute(sql + " GROUP BY state", params).fetchall())
-    values = {c: int(counts.get(c, 0)) for c in COUNTER_COLUMNS if c != "total"}
-    return Counters(total=sum(values.values()), **values)
+    return recounted(dict(conn.execute(sql + " GROUP BY state", params).fetchall()))
 
 
 def task_verdicts(
@@ -338,9 +259,7 @@ def task_verdicts(
         "WHERE task_id = ? AND phase = 1 AND row_id > ? ORDER BY row_id LIMIT ?",
         (task_id, after_row, limit),
     ).fetchall()
-    return [
-        JudgeVerdictRow(r[0], r[1], r[2], r[3], SubtaskState(r[4]), r[5], r[6], r[7]) for r in rows
-    ]
+    return [verdict_from(r) for r in rows]
 
 
 def read_results(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, Json]]:
@@ -349,4 +268,14 @@ def read_results(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, Json]
         "WHERE r.run_id = ? ORDER BY t.ordinal",
         (run_id,),
     ).fetchall()
-    return [(r[0], json.loads(r[1])) for r in rows]
+    return results_from(rows)
+
+
+def state_counts(conn: sqlite3.Connection) -> StateCounts:
+    """Runs, tasks and subtasks by state, over every tenant (the metrics endpoint)."""
+    runs = conn.execute("SELECT state, COUNT(*) FROM runs GROUP BY state").fetchall()
+    tasks = conn.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
+    sums = conn.execute(
+        "SELECT " + ", ".join(f"COALESCE(SUM({c}), 0)" for c in STATE_COLUMNS) + " FROM tasks"
+    ).fetchone()
+    return state_counts_from(runs, tasks, sums)

@@ -1,37 +1,113 @@
-"""State transitions outside the hot path: cancel, retry, resume, and a task's end."""
+"""Run transitions on SQLite: create (idempotent, quota-checked), cancel, retry, requeue,
+a model's work failed, a task's end; events appended outside them.
+
+Each runs in one transaction on the writer thread, which orders every writer of the
+file (one process per file).
+"""
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
-from evald_server.domain import (
-    Counters,
-    EvalError,
-    EventKind,
-    RunState,
-    SubtaskState,
-    TaskState,
-    inference_finished,
-    run_state_if_done,
+from evald_server.domain import EvalError, RunState, SubtaskState
+from evald_server.store._errors import LiveRunLimitReached
+from evald_server.store._plans import (
+    Answer,
+    CounterDeltas,
+    cancel_applies,
+    cancel_events,
+    finish_events,
+    new_run_values,
+    new_subtask_rows,
+    new_task_values,
+    run_end,
+    score_values,
+    state_event,
 )
 from evald_server.store._records import (
-    COUNTER_COLUMNS,
+    EventRow,
     FinishReport,
     NewEvent,
+    NewRun,
+    NewTask,
+    RunRow,
     SampleScoreRow,
     TaskFinish,
     TransitionReport,
 )
-from evald_server.store._sql_common import (
-    CounterDeltas,
-    append_events,
+from evald_server.store._rows import (
+    ANSWER_COLUMNS,
+    COUNTER_COLUMNS,
+    NEW_SUBTASK_COLUMNS,
+    UNJUDGED_FROM,
     dumps,
     error_json,
-    state_event,
+)
+from evald_server.store.sqlite._common import (
+    append_events,
+    apply_deltas,
+    create_judge_subtasks,
+    finish_ready_tasks,
+    marks,
+    read_run,
     transaction,
 )
-from evald_server.store._sql_outcomes import finish_ready_tasks
 
 _S = SubtaskState
+_NOTHING = TransitionReport(changed=0, finished_tasks=(), events=())
+
+
+def create_run(
+    conn: sqlite3.Connection,
+    run: NewRun,
+    tasks: Sequence[NewTask],
+    retain: int,
+    max_live_runs: int | None = None,
+) -> tuple[RunRow, bool]:
+    """Insert the run, its tasks and every subtask in one transaction.
+
+    With a ``request_id`` already used by this tenant, nothing is inserted and the
+    existing run is returned with ``False`` (the caller compares the request hashes).
+    With ``max_live_runs`` unfinished runs of the tenant already there, nothing is
+    inserted and ``LiveRunLimitReached`` is raised: counted inside the write
+    transaction, so concurrent creates cannot all pass the same count.
+    """
+    with transaction(conn):
+        if run.request_id is not None:
+            found = conn.execute(
+                "SELECT run_id FROM runs WHERE tenant = ? AND request_id = ?",
+                (run.tenant, run.request_id),
+            ).fetchone()
+            if found is not None:
+                existing = read_run(conn, found[0])
+                assert existing is not None
+                return existing, False
+        if max_live_runs is not None:
+            (live,) = conn.execute(
+                "SELECT COUNT(*) FROM runs WHERE tenant = ? AND state IN ('pending', 'running')",
+                (run.tenant,),
+            ).fetchone()
+            if live >= max_live_runs:
+                raise LiveRunLimitReached(live, max_live_runs)
+        conn.execute(
+            "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
+            "total, pending, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            new_run_values(run, tasks),
+        )
+        conn.executemany(
+            "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, state, "
+            "total, pending, judge_model_id, judge_rounds) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            new_task_values(run, tasks),
+        )
+        conn.executemany(  # streamed from the generator: never the whole run in memory
+            f"INSERT INTO subtasks ({', '.join(NEW_SUBTASK_COLUMNS)}) "
+            f"VALUES ({marks(len(NEW_SUBTASK_COLUMNS))})",
+            new_subtask_rows(run, tasks),
+        )
+        append_events(conn, run.run_id, [state_event(RunState.PENDING, run.created_at)], retain)
+        created = read_run(conn, run.run_id)
+    assert created is not None
+    return created, True
 
 
 def cancel_run(
@@ -49,9 +125,8 @@ def cancel_run(
             "WHERE run_id = ?",
             (run_id,),
         ).fetchone()
-        if row is None or RunState(row[0]).is_terminal or inference_finished(Counters(*row[2:])):
-            return TransitionReport(changed=0, finished_tasks=(), events=())
-        already = bool(row[1])  # a restart finishing a cancel: cancel what was requeued
+        if row is None or not cancel_applies(row):
+            return _NOTHING
         groups = []
         for state in ("pending", "failed"):  # one per partial index: each is a range scan
             groups += conn.execute(
@@ -72,30 +147,16 @@ def cancel_run(
         deltas = CounterDeltas()
         for task_id, state, count in groups:
             deltas.move(run_id, task_id, _S(state), _S.CANCELLED, count)
-        deltas.apply(conn)
-        task_ids = [
-            r[0] for r in conn.execute("SELECT task_id FROM tasks WHERE run_id = ?", (run_id,))
-        ]
+        apply_deltas(conn, deltas)
+        task_ids = [r[0] for r in conn.execute(_TASKS_OF_RUN, (run_id,))]
         finished = finish_ready_tasks(conn, task_ids, now)
-        events = []
-        if not already:
-            events = append_events(
-                conn,
-                run_id,
-                [
-                    state_event(
-                        RunState(row[0]),
-                        now,
-                        RunState(row[0]),
-                        cancel_requested=True,
-                        cancel_reason=reason,
-                    )
-                ],
-                retain,
-            )
+        events = append_events(conn, run_id, cancel_events(row, now, reason), retain)
     return TransitionReport(
         changed=sum(g[2] for g in groups), finished_tasks=tuple(finished), events=tuple(events)
     )
+
+
+_TASKS_OF_RUN = "SELECT task_id FROM tasks WHERE run_id = ? ORDER BY ordinal"
 
 
 def retry_failed(
@@ -112,27 +173,26 @@ def retry_failed(
     ``cancelled``), optionally only of some tasks or whose last error has one of some
     categories or reasons, with a fresh retry budget; their tasks will be scored again.
     The retry lifts the run's cancel (``RETRYABLE_STATES``): what it re-queues must run,
-    and a cancelled subtask it does not re-queue stays cancelled."""
+    a cancelled subtask it does not re-queue stays cancelled, and the answers that
+    succeeded under the cancel (no judge subtasks then) get theirs in its tasks."""
     with transaction(conn):
         sql = (
             "SELECT row_id, task_id, model_id, state FROM subtasks "
-            f"WHERE run_id = ? AND state IN ({','.join('?' * len(states))})"
+            f"WHERE run_id = ? AND state IN ({marks(len(states))})"
         )
         params: list[object] = [run_id, *states]
         if task_ids:
-            sql += f" AND task_id IN ({','.join('?' * len(task_ids))})"
+            sql += f" AND task_id IN ({marks(len(task_ids))})"
             params.extend(task_ids)
         if categories:
-            marks = ",".join("?" * len(categories))
-            sql += f" AND json_extract(last_error, '$.category') IN ({marks})"
+            sql += f" AND json_extract(last_error, '$.category') IN ({marks(len(categories))})"
             params.extend(categories)
         if reasons:
-            marks = ",".join("?" * len(reasons))
-            sql += f" AND json_extract(last_error, '$.reason') IN ({marks})"
+            sql += f" AND json_extract(last_error, '$.reason') IN ({marks(len(reasons))})"
             params.extend(reasons)
         rows = conn.execute(sql, params).fetchall()
         if not rows:
-            return TransitionReport(changed=0, finished_tasks=(), events=())
+            return _NOTHING
         conn.executemany(
             "UPDATE subtasks SET state = 'pending', attempt = 0, next_attempt_at = NULL, "
             "failed_rate_limited = 0, failed_timeout = 0, failed_transient = 0, "
@@ -142,30 +202,41 @@ def retry_failed(
         deltas = CounterDeltas()
         for _row_id, task_id, _model, state in rows:
             deltas.move(run_id, task_id, _S(state), _S.PENDING)
-        deltas.apply(conn)
-        for task_id in deltas.tasks:
-            conn.execute(
-                "UPDATE tasks SET state = 'running', result_status = NULL, finished_at = NULL "
-                "WHERE task_id = ?",
-                (task_id,),
-            )
-            conn.execute("DELETE FROM results WHERE task_id = ?", (task_id,))
-        previous = RunState(
-            conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+        # The cancel lifted: answers that succeeded under it are judged now.
+        judges = create_judge_subtasks(conn, _unjudged(conn, run_id, task_ids), deltas, now)
+        apply_deltas(conn, deltas)
+        touched = sorted(deltas.tasks)
+        conn.executemany(
+            "UPDATE tasks SET state = 'running', result_status = NULL, finished_at = NULL "
+            "WHERE task_id = ?",
+            [(task_id,) for task_id in touched],
         )
+        conn.executemany("DELETE FROM results WHERE task_id = ?", [(t,) for t in touched])
+        (previous,) = conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         conn.execute(
             "UPDATE runs SET state = 'running', finished_at = NULL, terminal_seq = NULL, "
             "cancel_requested = 0, cancel_reason = NULL WHERE run_id = ?",
             (run_id,),
         )
-        event = state_event(RunState.RUNNING, now, previous, retried=len(rows))
+        event = state_event(RunState.RUNNING, now, RunState(previous), retried=len(rows))
         events = append_events(conn, run_id, [event], retain)
     return TransitionReport(
         changed=len(rows),
         finished_tasks=(),
         events=tuple(events),
-        models=tuple(sorted({r[2] for r in rows})),
+        models=tuple(sorted({r[2] for r in rows} | {model for _, model in judges.work})),
     )
+
+
+def _unjudged(conn: sqlite3.Connection, run_id: str, task_ids: Sequence[str]) -> list[Answer]:
+    """The run's succeeded answers (of ``task_ids``, if given) that their judged task
+    has not given judge subtasks."""
+    sql = f"SELECT {ANSWER_COLUMNS} {UNJUDGED_FROM} AND t.run_id = ?"
+    params: list[object] = [run_id]
+    if task_ids:
+        sql += f" AND t.task_id IN ({marks(len(task_ids))})"
+        params.extend(task_ids)
+    return [Answer(*row) for row in conn.execute(sql + " ORDER BY a.row_id", params)]
 
 
 def requeue_running(conn: sqlite3.Connection, owner: str | None, now: float) -> int:
@@ -188,7 +259,7 @@ def requeue_running(conn: sqlite3.Connection, owner: str | None, now: float) -> 
         deltas = CounterDeltas()
         for run_id, task_id, count in groups:
             deltas.move(run_id, task_id, _S.RUNNING, _S.PENDING, count)
-        deltas.apply(conn)
+        apply_deltas(conn, deltas)
     return sum(g[2] for g in groups)
 
 
@@ -213,30 +284,18 @@ def fail_model_work(
         deltas = CounterDeltas()
         for task_id, state, count in groups:
             deltas.move(run_id, task_id, _S(state), _S.FAILED_PERMANENT, count)
-        deltas.apply(conn)
+        apply_deltas(conn, deltas)
         return finish_ready_tasks(conn, list(deltas.tasks), now)
 
 
 _STORE_SCORES = "UPDATE subtasks SET scores = ?, correct = ?, judgement = ? WHERE row_id = ?"
 
 
-def _score_params(
-    scores: Iterable[SampleScoreRow],
-) -> Iterator[tuple[str | None, int | None, str | None, int]]:
-    for s in scores:
-        yield (
-            None if s.scores is None else dumps({"scores": s.scores, "flags": list(s.flags)}),
-            None if s.correct is None else int(s.correct),
-            None if s.judgement is None else dumps(s.judgement),
-            s.row_id,
-        )
-
-
 def store_sample_scores(conn: sqlite3.Connection, scores: Iterable[SampleScoreRow]) -> None:
     """Per-sample scores of a page scored before its task's end (each row replaces the
     subtask's scores, correct and judgement)."""
     with transaction(conn):
-        conn.executemany(_STORE_SCORES, _score_params(scores))
+        conn.executemany(_STORE_SCORES, score_values(scores))
 
 
 def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> FinishReport:
@@ -261,27 +320,18 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
                 "WHERE task_id = ? AND scores IS NOT NULL",
                 (finish.task_id,),
             )
-        conn.executemany(_STORE_SCORES, _score_params(finish.sample_scores))
-        new_events = [
-            NewEvent(kind=EventKind.TASK_SCORED, payload=finish.event_payload, time=finish.time)
-        ]
-        run_state = _run_state_if_done(conn, run_id)
+        conn.executemany(_STORE_SCORES, score_values(finish.sample_scores))
+        previous, cancel_requested, reason = conn.execute(
+            "SELECT state, cancel_requested, cancel_reason FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        states = [r[0] for r in conn.execute("SELECT state FROM tasks WHERE run_id = ?", (run_id,))]
+        run_state = run_end(states, cancel_requested=cancel_requested)
         if run_state is not None:
-            previous_state, reason = conn.execute(
-                "SELECT state, cancel_reason FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
             conn.execute(
                 "UPDATE runs SET state = ?, finished_at = ? WHERE run_id = ?",
                 (run_state.value, finish.time, run_id),
             )
-            new_events.append(
-                state_event(
-                    run_state,
-                    finish.time,
-                    RunState(previous_state),
-                    cancel_reason=reason if run_state is RunState.CANCELLED else None,
-                )
-            )
+        new_events = finish_events(finish, run_state, previous, reason)
         events = append_events(conn, run_id, new_events, retain)
         if run_state is not None:
             conn.execute(
@@ -290,11 +340,16 @@ def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> Fi
     return FinishReport(events=tuple(events), run_state=run_state)
 
 
-def _run_state_if_done(conn: sqlite3.Connection, run_id: str) -> RunState | None:
-    states = [
-        TaskState(r[0]) for r in conn.execute("SELECT state FROM tasks WHERE run_id = ?", (run_id,))
-    ]
-    cancel = conn.execute(
-        "SELECT cancel_requested FROM runs WHERE run_id = ?", (run_id,)
-    ).fetchone()[0]
-    return run_state_if_done(states, cancel_requested=bool(cancel))
+def add_events(
+    conn: sqlite3.Connection,
+    run_id: str,
+    events: Sequence[NewEvent],
+    retain: int,
+    live_only: bool,
+) -> list[EventRow]:
+    """Append to the run's log; ``live_only``: nothing once the run has finished."""
+    with transaction(conn):
+        row = conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None or (live_only and RunState(row[0]).is_terminal):
+            return []  # nothing may follow a run's terminal event
+        return append_events(conn, run_id, events, retain)

@@ -1,4 +1,5 @@
-"""The SQLite schema as a list of numbered migrations, applied in order.
+"""The SQLite schema as a list of numbered migrations, applied in order (the same
+tables and columns as PostgreSQL's, less what only replicas need).
 
 A migration is never edited once released: a change is a new entry at the end. Each
 one runs in its own transaction together with the ``schema_version`` bump, so a crash
