@@ -9,6 +9,7 @@ sample failures), and they are appended to a live run's log in the real SQLite s
 """
 
 import random
+import time
 from pathlib import Path
 
 import anyio
@@ -38,7 +39,33 @@ def _terminal(row: EventRow) -> bool:
     return row.kind is EventKind.RUN_STATE and RunState(row.payload["state"]).is_terminal
 
 
-async def _watcher(app: Evald, run_id: str, rng: random.Random, sequences: list[list[int]]) -> None:
+class _Progress:
+    """When any watcher last saw an event, and how many have seen the terminal one."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.ended = 0
+
+    async def watch_for_stalls(self, watchers: int) -> None:
+        """Fail when no watcher sees anything for STALL_S while some have not ended: a
+        hang, told apart from a slow machine by the lack of progress, not by the clock
+        of the whole test (300 batches took 72 s at load 12 and over 180 s at load 13)."""
+        while self.ended < watchers:
+            stalled = time.monotonic() - self.last
+            assert stalled < STALL_S, f"no watcher saw an event for {stalled:.0f} s"
+            await anyio.sleep(0.5)
+
+
+STALL_S = 60.0
+
+
+async def _watcher(
+    app: Evald,
+    run_id: str,
+    rng: random.Random,
+    sequences: list[list[int]],
+    progress: _Progress,
+) -> None:
     """Join, read a few events, leave, resume from the last seq; until the terminal."""
     seen: list[int] = []
     sequences.append(seen)
@@ -51,9 +78,11 @@ async def _watcher(app: Evald, run_id: str, rng: random.Random, sequences: list[
             if event.kind is EventKind.HEARTBEAT:
                 continue
             seen.append(event.seq)
+            progress.last = time.monotonic()
             cursor = event.seq
             if event.is_terminal:
                 ended = True
+                progress.ended += 1
                 break
             budget -= 1
             if budget == 0:
@@ -96,26 +125,30 @@ async def _check_watchers(tmp_path: Path, seed: int, *, watchers: int, batches: 
             spec = RunSpec(models=("idle",), datasets=(DatasetRef("d", "1.0.0"),))
             target = await app.runs.create(TENANT, spec)
             sequences: list[list[int]] = []
-            # A bound on a hang (a watcher that never sees the terminal event), not on
-            # speed: 300 batches took 72 s on a 2-core machine at load 12.
-            with anyio.fail_after(30 + batches * 0.5):
-                async with anyio.create_task_group() as tg:
-                    for i in range(watchers):
-                        tg.start_soon(
-                            _watcher, app, target.run_id, random.Random(seed * 97 + i), sequences
+            progress = _Progress()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(progress.watch_for_stalls, watchers)
+                for i in range(watchers):
+                    tg.start_soon(
+                        _watcher,
+                        app,
+                        target.run_id,
+                        random.Random(seed * 97 + i),
+                        sequences,
+                        progress,
+                    )
+                async with anyio.create_task_group() as writers:
+                    for w in range(2):  # two writers: publishes may arrive out of order
+                        writers.start_soon(
+                            _commit_batches,
+                            app,
+                            target.run_id,
+                            donors,
+                            random.Random(seed * 31 + w),
+                            batches,
                         )
-                    async with anyio.create_task_group() as writers:
-                        for w in range(2):  # two writers: publishes may arrive out of order
-                            writers.start_soon(
-                                _commit_batches,
-                                app,
-                                target.run_id,
-                                donors,
-                                random.Random(seed * 31 + w),
-                                batches,
-                            )
-                    rows = await app.engine.store.append_events(target.run_id, [terminal])
-                    app.engine.events.publish(rows)
+                rows = await app.engine.store.append_events(target.run_id, [terminal])
+                app.engine.events.publish(rows)
             last = rows[-1].seq
             for seen in sequences:
                 assert seen == list(range(1, last + 1)), _first_gap(seen)
@@ -137,7 +170,7 @@ async def test_watchers_that_join_and_leave_see_every_batch(tmp_path: Path, seed
 
 @pytest.mark.slow
 @pytest.mark.anyio
-@pytest.mark.timeout(300)  # above the hang bound of 300 batches
+@pytest.mark.timeout(900)  # a backstop only: the stall watch fails a hang within a minute
 @pytest.mark.parametrize("seed", range(100, 106))
 async def test_watchers_that_join_and_leave_see_every_batch_long(tmp_path: Path, seed: int) -> None:
     await _check_watchers(tmp_path, seed, watchers=24, batches=300)

@@ -61,15 +61,21 @@ async def test_tokens_quota_counts_prompt_and_max_tokens(fake: FakeProvider) -> 
 
 
 async def test_quota_refills_with_time(fake: FakeProvider) -> None:
-    # 600 a minute, one second's burst: 10 at once, then one every 0.1 s.
+    # 600 a minute, one second's burst: 10 at once, then one every 0.1 s. The quota's
+    # clock is the test's, so the burst takes no time however loaded the machine is.
+    now = [1000.0]
+    fake.quota_clock = lambda: now[0]
     fake.configure(quotas={"m1": Quota(requests_per_minute=600, burst_s=1.0)})
     async with aiohttp.ClientSession() as session:
         burst = [(await _chat(session, fake))[0] for _ in range(11)]
-        await anyio.sleep(0.25)
-        later = (await _chat(session, fake))[0]
+        now[0] += 0.05  # half a request's refill: still refused
+        early = (await _chat(session, fake))[0]
+        now[0] += 0.2
+        later = [(await _chat(session, fake))[0] for _ in range(3)]
     assert burst.count(200) == 10
     assert burst[-1] == 429
-    assert later == 200
+    assert early == 429
+    assert later == [200, 200, 429]  # 0.25 s refilled two requests and a half
 
 
 async def test_hidden_capacity_answers_429_above_c_calls_in_flight(fake: FakeProvider) -> None:

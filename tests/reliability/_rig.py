@@ -155,13 +155,14 @@ async def rig(
     limits: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     fake_args: tuple[str, ...] = (),
+    grace_s: float = 2.0,
 ) -> AsyncIterator[Rig]:
     args = ["--port", "0", "--latency-ms", str(latency_ms), *fake_args]
     if fake_config:
         args += ["--config-json", json.dumps(fake_config)]
     async with FakeProcess(*args, stderr=subprocess.DEVNULL) as fake:
         entry = fake_model(fake.base_url, max_concurrency=max_concurrency, **(model or {}))
-        config = server_config(tmp_path, [entry], limits=limits)
+        config = server_config(tmp_path, [entry], limits=limits, grace_s=grace_s)
         the_rig = Rig(tmp_path, fake, config, dict(env or {}))
         try:
             yield the_rig

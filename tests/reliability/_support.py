@@ -36,9 +36,16 @@ def server_config(
     *,
     limits: Mapping[str, Any] | None = None,
     tokens: Mapping[str, str] | None = None,
+    grace_s: float = 2.0,
 ) -> Path:
     """Write a config (fresh SQLite file in ``tmp_path``, port 0) and return its path."""
-    data = config_data(tmp_path, models=[dict(m) for m in models], limits=limits, tokens=tokens)
+    data = config_data(
+        tmp_path,
+        models=[dict(m) for m in models],
+        limits=limits,
+        tokens=tokens,
+        server={"listen": "127.0.0.1:0", "grace_s": grace_s},
+    )
     return write_config(tmp_path, data)
 
 

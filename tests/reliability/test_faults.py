@@ -22,7 +22,10 @@ from tests.reliability._support import check_run_in_store, db_path
 pytestmark = pytest.mark.anyio
 
 RETRY_AFTER_S = 0.2
-TIMEOUT_S = 1.0
+# A fake call takes 5 ms and a hang 60 s; the model's timeout sits far from both, so a
+# call slowed by a loaded machine (over 1 s, seen at load 13) is never taken for a hang.
+TIMEOUT_S = 5.0
+HANG_S = 60.0
 FAULTS = (
     FaultRate(Behaviour.rate_limited(retry_after_s=RETRY_AFTER_S), 0.06),
     FaultRate(Behaviour.error(500), 0.04),
@@ -71,7 +74,7 @@ def fate(config: FakeConfig, key: str, max_retries: int) -> Fate:
 async def _run_with_faults(
     tmp_path: Path, *, records: int, models: int, max_retries: int, seed: int
 ) -> None:
-    config = FakeConfig(latency_ms=5.0, faults=FAULTS, hang_s=5.0, seed=seed)
+    config = FakeConfig(latency_ms=5.0, faults=FAULTS, hang_s=HANG_S, seed=seed)
     policy = RetryPolicy(
         max_retries=max_retries, backoff_s=(0.05,), jitter_fraction=0.0, retry_after_cap_s=0.5
     )
@@ -94,7 +97,7 @@ async def _run_with_faults(
             run = await client.create_run(
                 models=model_ids, datasets=[("reviews", "1.0.0")], retry_policy=policy
             )
-            final = await client.wait(run.run_id, timeout_s=100)
+            final = await client.wait(run.run_id, timeout_s=500)
             samples = [s async for s in client.samples(run.run_id, page_size=500)]
 
         total = records * models
@@ -162,10 +165,12 @@ def _check_retry_after_honoured(fake: FakeProvider, fates: dict[str, Fate]) -> N
 # outcomes certain: a subtask fails permanently with p = 0.3 ** (1 + max_retries), and
 # no failure at all has probability (1 - p) ** subtasks: 1.6 % at 150 records (seen
 # here), < 1e-7 at these sizes.
+@pytest.mark.timeout(600)  # a backstop: each hang costs TIMEOUT_S
 async def test_thirty_percent_mixed_faults(tmp_path: Path) -> None:
     await _run_with_faults(tmp_path, records=600, models=1, max_retries=2, seed=7)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 async def test_thirty_percent_mixed_faults_two_models_more_retries(tmp_path: Path) -> None:
     await _run_with_faults(tmp_path, records=1000, models=2, max_retries=3, seed=11)

@@ -100,6 +100,9 @@ class FakeProvider:
         self._live_streams: set[asyncio.Event] = set()
         self._cut_short: set[int] = set()  # journal seqs of streams cut by a bare [DONE]
         self.quota_state = QuotaState()
+        # The quotas' clock: a test sets its own to see refills as exact numbers rather
+        # than as races against a loaded machine's scheduling.
+        self.quota_clock: Callable[[], float] = time.monotonic
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -265,7 +268,7 @@ class FakeProvider:
         max_tokens = chat.body.get("max_tokens")
         cost = sum(tokens(str(m.get("content", ""))) for m in chat.messages)
         cost += max_tokens if isinstance(max_tokens, int) else 0
-        verdict = self.quota_state.admit(chat.model, quota, cost, time.monotonic())
+        verdict = self.quota_state.admit(chat.model, quota, cost, self.quota_clock())
         if not verdict.admitted:
             self.journal.end(entry, f"quota_{verdict.exceeded}", 429)
             message = f"fake: rate limit reached for {verdict.exceeded} per minute"
