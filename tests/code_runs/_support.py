@@ -8,7 +8,7 @@ MBPP's text): ``answers`` maps a string found in the prompt to the answer to giv
 
 import gzip
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
@@ -19,6 +19,8 @@ from evald_server.config import parse_config
 from evald_server.fake_provider import FakeChatRequest, FakeProvider
 from tests.harness import config_data, running_server
 from tests.sandbox._support import SETTINGS, require_sandbox
+
+AnswerFn = Callable[[FakeChatRequest], str]
 
 
 def sandbox_table(**changes: object) -> dict[str, Any]:
@@ -60,20 +62,24 @@ async def code_server(
     *,
     sandbox: Mapping[str, Any] | None = None,
     store_url: str | None = None,
+    answer: AnswerFn | None = None,
+    models: tuple[str, ...] = ("fake",),
 ) -> AsyncIterator[tuple[AsyncEvaldClient, str, FakeProvider]]:
-    """A server with the sandbox on (unless ``sandbox`` says otherwise) and one model,
-    ``fake``, answering per prompt; yields (client, address, fake)."""
+    """A server with the sandbox on (unless ``sandbox`` says otherwise) and ``models``
+    (each its own provider model name on one fake) answering per prompt (``answer``,
+    else ``answers``); yields (client, address, fake)."""
     require_sandbox()
-    async with FakeProvider(answer=answering(answers)) as fake:
+    async with FakeProvider(answer=answer or answering(answers)) as fake:
         data = config_data(
             tmp_path,
             models=[
                 {
-                    "id": "fake",
+                    "id": model,
                     "provider": "openai",
                     "base_url": fake.base_url,
                     "max_concurrency": 8,
                 }
+                for model in models
             ],
         )
         data["sandbox"] = dict(sandbox) if sandbox is not None else sandbox_table()
