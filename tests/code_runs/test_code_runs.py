@@ -7,7 +7,9 @@ from typing import Any
 
 import anyio
 import pytest
+from rich.console import Console
 
+from evald_cli._render import results_tables
 from evald_client import CodePayload, EvaldError, ResultStatus, RunState, SubtaskState
 from tests.code_runs._support import code_server, fenced, humaneval_records, sandbox_table
 from tests.sandbox._support import processes_of_uids, slot_uids
@@ -85,6 +87,16 @@ async def test_a_humaneval_subset_passes_and_fails_through_the_server(tmp_path: 
     assert "TypeError" in error.execution.traceback
     assert len(error.execution.traceback) <= 4000
     assert processes_of_uids(slot_uids()) == []
+    # `evald results` shows the code payload: pass@k with intervals, and the verdicts.
+    console = Console(width=200, record=True)
+    for table in results_tables([result]):
+        console.print(table)
+    shown = console.export_text()
+    assert "humaneval-6@1.0.0 (code)" in shown
+    assert "pass_at_1" in shown
+    assert "pass_at_2" in shown
+    assert "passed 6" in shown
+    assert "no_program 2" in shown
 
 
 async def test_create_run_is_refused_while_the_sandbox_is_off(tmp_path: Path) -> None:
