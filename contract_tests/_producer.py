@@ -14,6 +14,7 @@ from contract_tests._producer_results import (
     eval_error,
     generation_params,
     result_classification,
+    result_code,
     result_generation,
     result_multiple_choice,
     result_ner,
@@ -134,6 +135,7 @@ def run() -> run_pb2.Run:
                 generation_overrides=model_pb2.GenerationParams(temperature=0.0),
             ),
             response_cache=True,
+            pass_at_k=[1, 5],
         ),
         state=enums_pb2.RUN_STATE_RUNNING,
         progress=_progress(),
@@ -263,6 +265,24 @@ def sample() -> sample_pb2.Sample:
             error=eval_error("JUDGE_VERDICT_UNPARSEABLE", "MODEL_PROVIDER_ERROR", 502, True),
         ),
         cache_hit=True,
+        execution=sample_pb2.CodeExecution(
+            verdict="failed",
+            reason="test 1 failed",
+            error_type="AssertionError",
+            traceback='  File "<test 1>", line 1\nAssertionError',
+            resource="",
+            tests=[
+                sample_pb2.CodeTestOutcome(index=0, status="passed"),
+                sample_pb2.CodeTestOutcome(
+                    index=1, status="failed", error_type="AssertionError", detail="AssertionError"
+                ),
+            ],
+            extraction_rule="fence",
+            duration_ms=143.5,
+            stdout="checking\n",
+            stderr="",
+            output_truncated=False,
+        ),
     )
 
 
@@ -428,6 +448,7 @@ BUILDERS: dict[str, Callable[[], Message]] = {
         result_summarization,
         result_generation,
         result_multiple_choice,
+        result_code,
         run,
         run_event_state_changed,
         run_event_progress,

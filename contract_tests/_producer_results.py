@@ -288,3 +288,30 @@ def result_multiple_choice() -> result_pb2.TaskEvaluationResult:
             worst_examples=[_worst("r-0041", 0.0, "predicted A (logprobs), gold B")],
         ),
     )
+
+
+def result_code() -> result_pb2.TaskEvaluationResult:
+    return _shell(
+        "CODE",
+        payloads_pb2.CodePayload(
+            pass_at_1=0.5,
+            pass_at_k=[
+                payloads_pb2.PassAtK(k=1, value=0.5, problems=4, problems_left_out=0),
+                payloads_pb2.PassAtK(k=5, value=0.75, problems=3, problems_left_out=1),
+            ],
+            verdicts=[
+                payloads_pb2.CodeVerdictCount(verdict="passed", samples=10),
+                payloads_pb2.CodeVerdictCount(verdict="failed", samples=6),
+                payloads_pb2.CodeVerdictCount(verdict="error", samples=2),
+                payloads_pb2.CodeVerdictCount(verdict="timeout", samples=1),
+                payloads_pb2.CodeVerdictCount(verdict="resource_limit", samples=0),
+                payloads_pb2.CodeVerdictCount(verdict="no_program", samples=1),
+            ],
+            problems=4,
+            extraction_rules=[
+                payloads_pb2.ExtractionRuleCount(rule="fence", samples=19),
+                payloads_pb2.ExtractionRuleCount(rule="none", samples=1),
+            ],
+            worst_examples=[_worst("HumanEval/7", 0.0, "timeout: wall-clock deadline (10 s)")],
+        ),
+    )

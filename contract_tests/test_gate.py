@@ -59,32 +59,32 @@ BREAKING_EDITS: dict[str, tuple[list[Edit], str]] = {
 NEW_TASK_TYPE: list[Edit] = [
     (
         "enums.proto",
-        "  TASK_TYPE_MULTIPLE_CHOICE = 6;\n",
-        "  TASK_TYPE_MULTIPLE_CHOICE = 6;\n"
-        "  // Code generation checked by running the record's unit tests.\n"
         "  TASK_TYPE_CODE = 7;\n",
+        "  TASK_TYPE_CODE = 7;\n"
+        "  // Tool-using agents judged by whether they reached the task's goal state.\n"
+        "  TASK_TYPE_AGENT = 8;\n",
     ),
     (
         "payloads.proto",
         "  // Samples that matched.\n  int64 correct = 3;\n}\n",
         "  // Samples that matched.\n  int64 correct = 3;\n}\n"
         "\n"
-        "// Code generation: each sample's program is run against the record's unit tests.\n"
-        "message CodePayload {\n"
-        "  // Fraction of samples whose program passed every test.\n"
-        "  double pass_at_1 = 1;\n"
-        "  // Samples whose program did not compile or run.\n"
-        "  int64 failed_to_run = 2;\n"
+        "// Agents: each sample is a trajectory of tool calls ending in a goal check.\n"
+        "message AgentPayload {\n"
+        "  // Fraction of samples that reached the goal state.\n"
+        "  double success_rate = 1;\n"
+        "  // Tool calls that failed, over all samples.\n"
+        "  int64 tool_errors = 2;\n"
         "  // The worst samples, at most a server-configured few.\n"
         "  repeated WorstExample worst_examples = 3;\n"
         "}\n",
     ),
     (
         "result.proto",
-        "    MultipleChoicePayload multiple_choice = 25;\n",
-        "    MultipleChoicePayload multiple_choice = 25;\n"
-        "    // Set for TASK_TYPE_CODE.\n"
         "    CodePayload code = 26;\n",
+        "    CodePayload code = 26;\n"
+        "    // Set for TASK_TYPE_AGENT.\n"
+        "    AgentPayload agent = 27;\n",
     ),
 ]
 

@@ -92,7 +92,7 @@ def write_config(tmp_path: Path, data: Mapping[str, Any]) -> Path:
             return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
         return repr(v)
 
-    for section in ("server", "store", "limits", "engine"):
+    for section in ("server", "store", "limits", "engine", "sandbox"):
         if data.get(section):
             lines.append(f"[{section}]")
             lines += [f"{k} = {value(v)}" for k, v in data[section].items()]

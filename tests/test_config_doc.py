@@ -240,6 +240,7 @@ def test_the_walk_reaches_every_section_nested_ones_included() -> None:
         "[models.price]",
         "[engine]",
         "[cache]",
+        "[sandbox]",
         "[metrics]",
         "[[auth.tokens]]",
     }

@@ -5,9 +5,15 @@ and fast) and a fresh SQLite file into a temporary directory, starts ``evald ser
 as a child process on a free loopback port, uploads the bundled sample datasets,
 runs every model on every dataset with the live dashboard, prints the results and
 stops the server (SIGTERM, then SIGKILL after a bound), leaving nothing running.
+
+The code dataset runs its answers' programs in the server's sandbox: where bubblewrap
+is installed and the demo runs as root, the config enables ``[sandbox]``; otherwise,
+or when the server refuses the code dataset (SANDBOX_UNAVAILABLE, its message naming
+what is missing), the demo says so and runs the other datasets.
 """
 
 import functools
+import os
 import shutil
 import signal
 import subprocess
@@ -27,7 +33,14 @@ from evald_cli._commands import follow
 from evald_cli._errors import CliError
 from evald_cli._render import results_tables
 from evald_cli._serve import READY_PREFIX
-from evald_client import AsyncEvaldClient, DatasetRef, RetryPolicy, TaskType
+from evald_client import (
+    AsyncEvaldClient,
+    DatasetRef,
+    EvaldError,
+    RetryPolicy,
+    Run,
+    TaskType,
+)
 
 _STARTUP_TIMEOUT_S = 60.0
 _RUN_TIMEOUT_S = 300.0  # the demo run takes ~20 s; past this something is wrong
@@ -43,7 +56,9 @@ SAMPLE_DATASETS: dict[str, TaskType] = {
     "local_news_summaries.jsonl": TaskType.SUMMARIZATION,
     "arithmetic_generation.jsonl": TaskType.GENERATION,
     "general_knowledge_mc.jsonl": TaskType.MULTIPLE_CHOICE,
+    "python_functions.jsonl": TaskType.CODE,
 }
+SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
 
 
 @dataclass(frozen=True)
@@ -61,8 +76,19 @@ DEMO_MODELS = (
 )
 
 
-def demo_config(workdir: Path, *, latency_scale: float = 1.0) -> str:
-    """The server config of the demo (TOML), with its SQLite file in ``workdir``."""
+def sandbox_possible() -> str | None:
+    """Why this machine cannot run the code sandbox, or None (the server checks the
+    rest when the run is created)."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (make bubblewrap)"
+    if os.geteuid() != 0:
+        return "the sandbox needs the server to run as root (a uid per slot)"
+    return None
+
+
+def demo_config(workdir: Path, *, latency_scale: float = 1.0, sandbox: bool = False) -> str:
+    """The server config of the demo (TOML), with its SQLite file in ``workdir``;
+    ``sandbox``: the code sandbox enabled (2 slots)."""
     lines = [
         "[server]",
         'listen = "127.0.0.1:0"',
@@ -71,6 +97,9 @@ def demo_config(workdir: Path, *, latency_scale: float = 1.0) -> str:
         "[store]",
         f'url = "sqlite:///{(workdir / "evald.sqlite3").as_posix()}"',
     ]
+    if sandbox:
+        bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
+        lines += ["", "[sandbox]", "enabled = true", "slots = 2", f'bwrap = "{bwrap}"']
     for index, model in enumerate(DEMO_MODELS):
         lines += [
             "",
@@ -149,13 +178,22 @@ def _tail(log: Path, lines: int = 5) -> str:
 
 async def _demo(out: Console, workdir: Path, latency_scale: float) -> int:
     config = workdir / "evald.toml"
-    config.write_text(demo_config(workdir, latency_scale=latency_scale), encoding="utf-8")
+    no_sandbox = sandbox_possible()
+    config.write_text(
+        demo_config(workdir, latency_scale=latency_scale, sandbox=no_sandbox is None),
+        encoding="utf-8",
+    )
     out.print(f"demo directory {workdir}", style="dim")
+    if no_sandbox is not None:
+        out.print(f"the code dataset is left out: {no_sandbox}", style="yellow", highlight=False)
     async with running_server(config, workdir) as address:
         out.print(Text.assemble("server listening on ", (address, "bold")))
         async with AsyncEvaldClient(address) as client:
             refs = []
+            code: list[DatasetRef] = []
             for filename, task_type in SAMPLE_DATASETS.items():
+                if task_type is TaskType.CODE and no_sandbox is not None:
+                    continue
                 dataset = await client.upload_dataset(
                     name=filename.removesuffix(".jsonl"),
                     version=_VERSION,
@@ -163,20 +201,22 @@ async def _demo(out: Console, workdir: Path, latency_scale: float) -> int:
                     path=sample_data_dir() / filename,
                 )
                 refs.append(DatasetRef(dataset.name, dataset.version))
+                if task_type is TaskType.CODE:
+                    code.append(refs[-1])
                 out.print(
                     f"uploaded {dataset.name}@{dataset.version} "
                     f"({task_type.value}, {dataset.record_count} records)",
                     highlight=False,
                 )
             models = [m.model_id for m in await client.list_models()]
-            run = await client.create_run(
-                models=models,
-                datasets=refs,
-                name="evald demo",
-                # Simulated faults are transient: retry them quickly, not after minutes.
-                retry_policy=RetryPolicy(max_retries=2, backoff_s=(0.2, 0.5)),
-                labels={"source": "evald demo"},
-            )
+            try:
+                run = await _create(client, models, refs)
+            except EvaldError as exc:
+                if exc.reason != SANDBOX_UNAVAILABLE or not code:
+                    raise
+                out.print(f"the code dataset is left out: {exc.message}", style="yellow")
+                refs = [ref for ref in refs if ref not in code]
+                run = await _create(client, models, refs)
             out.print(
                 Text.assemble(
                     "run ", (run.run_id, "bold"), f": {len(models)} models × {len(refs)} datasets"
@@ -195,6 +235,17 @@ async def _demo(out: Console, workdir: Path, latency_scale: float) -> int:
             out.print(f"run {final.run_id}: {final.state.value}", highlight=False)
     out.print("server stopped")
     return 0
+
+
+async def _create(client: AsyncEvaldClient, models: list[str], refs: list[DatasetRef]) -> Run:
+    return await client.create_run(
+        models=models,
+        datasets=refs,
+        name="evald demo",
+        # Simulated faults are transient: retry them quickly, not after minutes.
+        retry_policy=RetryPolicy(max_retries=2, backoff_s=(0.2, 0.5)),
+        labels={"source": "evald demo"},
+    )
 
 
 async def _until_signal(out: Console, workdir: Path, latency_scale: float) -> int:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evald_client import (
+    CodePayload,
     Cost,
     Dataset,
     ExecutionProfile,
@@ -164,6 +165,9 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
         reasons = any(r.errors for r in group)
         if reasons:  # why a task failed or is partial, where the result says
             table.add_column("failure reasons")
+        code = any(isinstance(r.payload, CodePayload) for r in group)
+        if code:  # code tasks: how the programs fared in the sandbox
+            table.add_column("verdicts")
         for r in group:
             profile = r.execution
             # Latency is measured on answered calls: none answered, none to show.
@@ -179,9 +183,29 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 *([cost_text(profile.cost)] if costed else []),
                 *([cache_hit_rate(profile)] if cached else []),
                 *([failure_reasons(r)] if reasons else []),
+                *([code_verdicts(r.payload)] if code else []),
             )
         tables.append(table)
     return tables
+
+
+_VERDICT_STYLE = {"passed": "green", "failed": "red", "error": "red"}
+
+
+def code_verdicts(payload: object) -> Text:
+    """A code task's samples per verdict, those that occurred: "passed 6 failed 2"."""
+    text = Text()
+    if not isinstance(payload, CodePayload):
+        return text
+    for count in payload.verdicts:
+        if count.samples:
+            if text:
+                text.append("\n")
+            text.append(
+                f"{count.verdict} {count.samples}",
+                style=_VERDICT_STYLE.get(count.verdict, "yellow"),
+            )
+    return text
 
 
 def _with_the_counts(metric: str) -> bool:

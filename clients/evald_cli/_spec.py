@@ -28,6 +28,7 @@ Example (TOML)::
     team = "search"
 
     response_cache = true           # answer from (and fill) the server's response cache
+    pass_at_k = [5, 10]             # code datasets: pass@k for these k (<= repeat); pass@1 always
 
     [judge]                         # model-graded scoring of every answer
     model = "judge-large"
@@ -197,6 +198,7 @@ class RunSpecFile(_Strict):
     choice_scoring: Literal["text", "logprobs"] | None = None
     judge: _JudgeEntry | None = None
     response_cache: bool = False
+    pass_at_k: list[Annotated[int, Field(ge=1)]] = []
 
     def judge_options(self) -> JudgeOptions | None:
         return None if self.judge is None else self.judge.options()

@@ -241,6 +241,7 @@ class AsyncEvaldClient:
         budget: Budget | None = None,
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
+        pass_at_k: Sequence[int] = (),
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
@@ -249,7 +250,8 @@ class AsyncEvaldClient:
         ``choice_scoring``, which apply to every dataset of the run). ``budget`` caps
         what the run may spend (cost in USD, tokens). ``judge`` grades every answer with
         a judge model; ``response_cache`` answers from (and fills) the server's
-        response cache.
+        response cache; ``pass_at_k`` lists the ks of pass@k reported for code datasets
+        (each at most ``repeat``; pass@1 always is).
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -275,6 +277,7 @@ class AsyncEvaldClient:
         if judge is not None:
             spec.judge.CopyFrom(judge_options_to_proto(judge))
         spec.response_cache = response_cache
+        spec.pass_at_k.extend(pass_at_k)
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return run_from_proto(response.run)

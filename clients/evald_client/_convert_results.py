@@ -24,6 +24,8 @@ from evald_client._results import (
     ChoiceLetterStats,
     ClassificationPayload,
     ClassMetrics,
+    CodePayload,
+    CodeVerdictCount,
     ConfusionMatrix,
     EntityTypeMetrics,
     ExecutionProfile,
@@ -36,6 +38,7 @@ from evald_client._results import (
     ModelIdentity,
     MultipleChoicePayload,
     NerPayload,
+    PassAtK,
     Payload,
     Provenance,
     QaPayload,
@@ -196,6 +199,18 @@ def _payload(message: result_pb2.TaskEvaluationResult) -> Payload | None:
             logprob_scored=choice.logprob_scored,
             logprob_fallbacks=choice.logprob_fallbacks,
             worst_examples=_worst(choice.worst_examples),
+        )
+    if kind == "code":
+        code = message.code
+        return CodePayload(
+            pass_at_1=code.pass_at_1,
+            pass_at_k=tuple(same_names(PassAtK, m) for m in code.pass_at_k),
+            verdicts=tuple(same_names(CodeVerdictCount, m) for m in code.verdicts),
+            problems=code.problems,
+            extraction_rules=tuple(
+                same_names(ExtractionRuleCount, m) for m in code.extraction_rules
+            ),
+            worst_examples=_worst(code.worst_examples),
         )
     return None
 

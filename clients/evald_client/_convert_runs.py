@@ -19,6 +19,8 @@ from evald_client._convert_common import (
 from evald_client._enums import ChoiceScoring, FinishReason, ShotFormat, SubtaskState, TaskState
 from evald_client._models import (
     Budget,
+    CodeExecution,
+    CodeTestOutcome,
     Dataset,
     DatasetOptions,
     DatasetRef,
@@ -166,6 +168,7 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
         else None,
         judge=judge_options_from_proto(message.judge) if message.HasField("judge") else None,
         response_cache=message.response_cache,
+        pass_at_k=tuple(message.pass_at_k),
     )
 
 
@@ -255,4 +258,28 @@ def sample_from_proto(message: sample_pb2.Sample) -> Sample:
         if message.HasField("judgement")
         else None,
         cache_hit=message.cache_hit,
+        execution=execution_from_proto(message.execution)
+        if message.HasField("execution")
+        else None,
+    )
+
+
+def execution_from_proto(message: sample_pb2.CodeExecution) -> CodeExecution:
+    return CodeExecution(
+        verdict=message.verdict,
+        reason=message.reason,
+        error_type=message.error_type,
+        traceback=message.traceback,
+        resource=message.resource,
+        tests=tuple(
+            CodeTestOutcome(
+                index=t.index, status=t.status, error_type=t.error_type, detail=t.detail
+            )
+            for t in message.tests
+        ),
+        extraction_rule=message.extraction_rule,
+        duration_ms=message.duration_ms,
+        stdout=message.stdout,
+        stderr=message.stderr,
+        output_truncated=message.output_truncated,
     )

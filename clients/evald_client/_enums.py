@@ -19,6 +19,7 @@ class TaskType(StrEnum):
     SUMMARIZATION = "summarization"
     GENERATION = "generation"
     MULTIPLE_CHOICE = "multiple_choice"
+    CODE = "code"
 
 
 class ShotFormat(StrEnum):

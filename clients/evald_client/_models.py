@@ -242,6 +242,7 @@ class RunSpec:
     budget: Budget | None = None
     judge: JudgeOptions | None = None
     response_cache: bool = False
+    pass_at_k: tuple[int, ...] = ()  # ks of pass@k for code datasets (pass@1 always)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,6 +274,42 @@ class RetryOutcome:
 
     run: Run
     requeued: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeTestOutcome:
+    """One test of a code sample: ``passed``, ``failed``, ``error``,
+    ``resource_limit`` or ``not_run``."""
+
+    index: int
+    status: str
+    error_type: str = ""
+    detail: str = ""  # the last lines of its traceback
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeExecution:
+    """How a code sample's program fared in the server's sandbox.
+
+    ``verdict``: ``passed``, ``failed``, ``error``, ``timeout``, ``resource_limit`` or
+    ``no_program``; it comes from the process's exit status and the harness's
+    authenticated records, never from what the program printed."""
+
+    verdict: str
+    reason: str
+    error_type: str = ""
+    traceback: str = ""
+    resource: str = ""
+    tests: tuple[CodeTestOutcome, ...] = ()
+    extraction_rule: str = ""
+    duration_ms: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    output_truncated: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "passed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -318,6 +355,7 @@ class Sample:
     failed_attempts: RetryCounts = field(default_factory=RetryCounts)
     judgement: SampleJudgement | None = None  # runs with a judge, once scored
     cache_hit: bool = False  # answered from the response cache, no provider call
+    execution: CodeExecution | None = None  # a code sample's run in the sandbox
 
     @property
     def judge_round(self) -> int | None:

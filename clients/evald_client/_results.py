@@ -270,6 +270,35 @@ class MultipleChoicePayload:
     worst_examples: tuple[WorstExample, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PassAtK:
+    """pass@k (unbiased estimator) over the problems with at least k scored samples."""
+
+    k: int
+    value: float
+    problems: int
+    problems_left_out: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeVerdictCount:
+    """Samples of a code task with one verdict (``passed``, ``failed``, ``error``,
+    ``timeout``, ``resource_limit``, ``no_program``)."""
+
+    verdict: str
+    samples: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodePayload:
+    pass_at_1: float
+    pass_at_k: tuple[PassAtK, ...]  # increasing k, pass@1 first
+    verdicts: tuple[CodeVerdictCount, ...]
+    problems: int
+    extraction_rules: tuple[ExtractionRuleCount, ...]
+    worst_examples: tuple[WorstExample, ...]
+
+
 Payload = (
     ClassificationPayload
     | QaPayload
@@ -277,6 +306,7 @@ Payload = (
     | SummarizationPayload
     | GenerationPayload
     | MultipleChoicePayload
+    | CodePayload
 )
 
 

@@ -235,6 +235,7 @@ class EvaldClient:
         budget: Budget | None = None,
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
+        pass_at_k: Sequence[int] = (),
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -254,6 +255,7 @@ class EvaldClient:
                 budget=budget,
                 judge=judge,
                 response_cache=response_cache,
+                pass_at_k=pass_at_k,
             )
         )
 

@@ -299,6 +299,37 @@ class CacheSection(_Section):
     shared_models: tuple[str, ...] = ()
 
 
+_KiB = 1024
+_MiB = 1024 * _KiB
+_GiB = 1024 * _MiB
+
+
+class SandboxSection(_Section):
+    """``[sandbox]``: the code sandbox (docs/SANDBOX.md). Off by default: code datasets
+    are refused at CreateRun until it is enabled and works on this machine.
+
+    The keys are ``sandbox.SandboxSettings``' fields, with its defaults and bounds
+    (``tests/test_config.py`` keeps them equal); the settings check the rest (paths
+    under ``system_paths``, ``output_bytes`` within ``file_size_bytes``) when the server
+    starts, naming the key."""
+
+    enabled: bool = False
+    slots: Annotated[int, Field(ge=1, le=256)] = 2
+    bwrap: str = "/usr/bin/bwrap"
+    python: str = "/usr/bin/python3"
+    system_paths: tuple[str, ...] = ("/usr", "/lib", "/lib64", "/bin", "/sbin")
+    wall_timeout_s: Annotated[float, Field(ge=0.1, le=3600.0)] = 10.0
+    cpu_seconds: Annotated[int, Field(ge=1, le=3600)] = 5
+    memory_bytes: Annotated[int, Field(ge=64 * _MiB, le=1024 * _GiB)] = 1 * _GiB
+    processes: Annotated[int, Field(ge=2, le=4096)] = 16
+    file_size_bytes: Annotated[int, Field(ge=64 * _KiB, le=64 * _GiB)] = 16 * _MiB
+    open_files: Annotated[int, Field(ge=16, le=1 << 20)] = 64
+    tmpfs_bytes: Annotated[int, Field(ge=1 * _MiB, le=64 * _GiB)] = 64 * _MiB
+    output_bytes: Annotated[int, Field(ge=1 * _KiB, le=64 * _GiB)] = 64 * _KiB
+    traceback_lines: Annotated[int, Field(ge=1, le=1000)] = 20
+    uid_base: Annotated[int, Field(ge=1000, le=2**32 - 2 - 256)] = 2_100_000_000
+
+
 class ServerConfig(_Section):
     server: ServerSection = ServerSection()
     store: StoreSection = StoreSection()
@@ -308,6 +339,7 @@ class ServerConfig(_Section):
     metrics: MetricsSection = MetricsSection()
     engine: EngineSection = EngineSection()
     cache: CacheSection = CacheSection()
+    sandbox: SandboxSection = SandboxSection()
 
     @model_validator(mode="after")
     def _shared_cache_models_known(self) -> "ServerConfig":

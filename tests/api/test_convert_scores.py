@@ -25,6 +25,11 @@ RECORDS = {
         },
         "B",
     ),
+    # Code: no stored sandbox run here, so every sample counts as an error (not run).
+    TaskType.CODE: (
+        {"prompt": "def f():\n", "test": "def check(c):\n    pass\n", "entry_point": "f"},
+        "```python\ndef f():\n    return 1\n```",
+    ),
 }
 ONEOF = {
     TaskType.CLASSIFICATION: "classification",
@@ -33,6 +38,7 @@ ONEOF = {
     TaskType.SUMMARIZATION: "summarization",
     TaskType.GENERATION: "generation",
     TaskType.MULTIPLE_CHOICE: "multiple_choice",
+    TaskType.CODE: "code",
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evald_cli._demo import demo_config, sample_data_dir
+from evald_cli._demo import demo_config, sample_data_dir, sandbox_possible
 
 EVALD = [sys.executable, "-m", "evald_cli"]
 READY = "evald listening on "
@@ -147,6 +147,11 @@ def test_demo_runs_start_to_finish_and_leaves_nothing_running() -> None:
         assert f"uploaded {name}@1.0.0" in out
         assert f"{name}@1.0.0 (" in out  # its results table
     assert "arithmetic_generation@1.0.0 (generation)" in out
+    if sandbox_possible() is None:  # the code dataset's programs ran in the sandbox
+        assert "python_functions@1.0.0 (code)" in out
+        assert "passed" in out.split("python_functions@1.0.0 (code)", 1)[1]
+    else:
+        assert "the code dataset is left out" in out
     assert out.rstrip().endswith("server stopped")
     workdir = next(
         line.removeprefix("demo directory ").strip()

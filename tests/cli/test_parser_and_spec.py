@@ -145,6 +145,18 @@ def test_json_spec(tmp_path: Path) -> None:
     _check_full_spec(path)
 
 
+def test_a_spec_asks_for_pass_at_k_of_its_code_datasets(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'models = ["m"]\ndatasets = ["humaneval@1.0.0"]\nrepeat = 10\npass_at_k = [5, 10]\n',
+        encoding="utf-8",
+    )
+    assert load_spec(path).pass_at_k == [5, 10]
+    path.write_text('models = ["m"]\ndatasets = ["d@1"]\npass_at_k = [0]\n', encoding="utf-8")
+    with pytest.raises(CliError, match=r"pass_at_k\[0\]: Input should be greater than"):
+        load_spec(path)
+
+
 def test_minimal_spec_leaves_the_rest_to_the_server(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_text('{"models": ["m"], "datasets": ["d@1"]}', encoding="utf-8")

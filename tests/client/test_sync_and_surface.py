@@ -84,6 +84,8 @@ EXPECTED_PUBLIC = {
     "UnmatchedTask", "WorstExample",
     # Model-graded scoring (issue 16).
     "JudgeOptions", "JudgeProvenance", "JudgeScoreFormat", "SampleJudgement",
+    # Code tasks (issue 26).
+    "CodeExecution", "CodeTestOutcome", "CodePayload", "CodeVerdictCount", "PassAtK",
 }  # fmt: skip
 
 

@@ -25,6 +25,12 @@ RECORDS = {
     TaskType.SUMMARIZATION: {"document": "One. Two. Three.", "summary": "Numbers counted."},
     TaskType.GENERATION: {"input": "What is 6*7?", "reference": "#### 42", "match": "numeric"},
     TaskType.MULTIPLE_CHOICE: {"question": "6*7?", "choices": ["41", "42"], "answer_index": 1},
+    TaskType.CODE: {
+        "prompt": 'def add(a, b):\n    """The sum."""\n',
+        "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n",
+        "entry_point": "add",
+        "canonical_solution": "    return a + b\n",
+    },
 }
 GOLD = {
     TaskType.CLASSIFICATION: None,  # the label is one of the choices shown on purpose
@@ -33,6 +39,7 @@ GOLD = {
     TaskType.SUMMARIZATION: "Numbers counted.",
     TaskType.GENERATION: "####",
     TaskType.MULTIPLE_CHOICE: None,  # every choice is shown on purpose; no gold field is
+    TaskType.CODE: "return a + b",  # neither the solution nor HumanEval's hidden test
 }
 
 
@@ -44,6 +51,8 @@ def test_default_prompt_shows_the_input_and_never_the_gold(task_type: TaskType) 
     gold = GOLD[task_type]
     if gold is not None and task_type is not TaskType.QA:
         assert gold not in message.content
+    if task_type is TaskType.CODE:
+        assert "candidate(2, 3)" not in message.content
 
 
 def test_custom_template_fills_placeholders_and_escapes_braces() -> None:

@@ -18,6 +18,24 @@ from evald_server.sandbox._command import Fds, sandbox_command
 from evald_server.sandbox._process import run_process
 from evald_server.sandbox._protocol import encode_job, new_nonce, read_records
 from evald_server.sandbox._seccomp import seccomp_filter
+from tests.sandbox._corpus import (
+    BACKGROUND_PROCESS,
+    FILL_THE_TMPFS,
+    FORK_BOMB,
+    INFINITE_LOOP,
+    INVALID_UTF8,
+    MARKER,
+    MEMORY_BOMB,
+    OPEN_100000_FILES,
+    PRINT_A_GIGABYTE,
+    PRINTS_PASSED,
+    SLEEP_PAST_THE_DEADLINE,
+    TEN_GB_FILE,
+    WRONG,
+    connect_to,
+    kill_parent_and_others,
+    read_secrets,
+)
 from tests.sandbox._support import (
     SETTINGS,
     SHORT_WALL_S,
@@ -29,7 +47,6 @@ from tests.sandbox._support import (
 
 pytestmark = pytest.mark.anyio
 RSS_GROWTH_BOUND = 64 << 20
-MARKER = "evald-hostile-marker"  # in the name of every file a program tries to leave
 HOST_DIRS = (Path("/tmp"), Path("/root"), Path.cwd())
 
 
@@ -58,20 +75,6 @@ async def _run(program: str, *tests: str, **changes: object) -> SandboxResult:
 
 
 # -- resources -----------------------------------------------------------------------
-
-
-FORK_BOMB = """
-import os, time
-children = 0
-try:
-    while children < 10_000:
-        if os.fork() == 0:
-            time.sleep(3600)
-            os._exit(0)
-        children += 1
-finally:
-    print(children, flush=True)
-"""
 
 
 async def test_a_fork_bomb_stops_at_the_process_limit() -> None:
@@ -116,57 +119,43 @@ async def test_without_the_slots_own_uid_root_is_not_bounded_by_rlimit_nproc() -
 
 
 async def test_a_memory_bomb_hits_the_memory_limit() -> None:
-    result = await _run("blocks = []\nwhile True:\n    blocks.append(bytearray(1 << 24))\n")
+    result = await _run(MEMORY_BOMB)
     assert result.verdict is Verdict.RESOURCE_LIMIT
     assert result.resource is Resource.MEMORY
 
 
 async def test_an_infinite_loop_times_out() -> None:
-    result = await _run("while True:\n    pass\n", wall_timeout_s=30)
+    result = await _run(INFINITE_LOOP, wall_timeout_s=30)
     assert result.verdict is Verdict.TIMEOUT
     assert result.resource is Resource.CPU  # the CPU limit (2 s) ends it before the wall
 
 
 async def test_sleeping_past_the_deadline_times_out() -> None:
-    result = await _run("import time\ntime.sleep(3600)\n", wall_timeout_s=SHORT_WALL_S)
+    result = await _run(SLEEP_PAST_THE_DEADLINE, wall_timeout_s=SHORT_WALL_S)
     assert result.verdict is Verdict.TIMEOUT
     assert result.reason.startswith("wall-clock deadline")
 
 
 async def test_a_10_gb_file_stops_at_the_file_size_limit() -> None:
-    program = (
-        f"with open('/w/{MARKER}', 'wb') as f:\n"
-        "    for _ in range(10 * 1024):\n"
-        "        f.write(bytes(1 << 20))\n"
-    )
-    result = await _run(program)
+    result = await _run(TEN_GB_FILE)
     assert result.verdict is Verdict.RESOURCE_LIMIT
     assert result.resource is Resource.FILE_SIZE
 
 
 async def test_many_files_fill_the_tmpfs_and_stop_there() -> None:
-    program = (
-        "for i in range(1000):\n"
-        f"    with open(f'/tmp/{MARKER}-{{i}}', 'wb') as f:\n"
-        "        f.write(bytes(512 * 1024))\n"
-    )
-    result = await _run(program)
+    result = await _run(FILL_THE_TMPFS)
     assert result.verdict is Verdict.RESOURCE_LIMIT
     assert result.resource is Resource.DISK
 
 
 async def test_opening_100000_files_stops_at_the_open_files_limit() -> None:
-    program = "handles = [open('/dev/null') for _ in range(100_000)]\n"
-    result = await _run(program)
+    result = await _run(OPEN_100000_FILES)
     assert result.verdict is Verdict.RESOURCE_LIMIT
     assert result.resource is Resource.OPEN_FILES
 
 
 async def test_printing_a_gigabyte_is_cut_and_kept_bounded() -> None:
-    program = (
-        "import sys\nchunk = 'y' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n"
-    )
-    result = await _run(program)
+    result = await _run(PRINT_A_GIGABYTE)
     assert result.verdict is Verdict.RESOURCE_LIMIT  # stdout is a file: RLIMIT_FSIZE
     assert result.resource is Resource.FILE_SIZE
     assert result.output.stdout_truncated
@@ -174,12 +163,7 @@ async def test_printing_a_gigabyte_is_cut_and_kept_bounded() -> None:
 
 
 async def test_invalid_utf8_on_both_streams_is_replaced() -> None:
-    program = (
-        "import sys\n"
-        "sys.stdout.buffer.write(b'\\xc3\\x28\\xa0')\n"
-        "sys.stderr.buffer.write(b'\\xff')\n"
-    )
-    result = await _run(program)
+    result = await _run(INVALID_UTF8)
     assert result.verdict is Verdict.PASSED
     assert result.output.stdout == "\ufffd(\ufffd"
     assert result.output.stderr == "\ufffd"
@@ -199,23 +183,7 @@ async def test_the_servers_config_store_and_other_tenants_files_are_unreachable(
     for path in (config, store, tenant):
         path.write_text(f"api_key = '{secret}'\n")
     paths = [str(config), str(store), str(tenant), "/etc/passwd", "/etc/shadow", "/root/.bashrc"]
-    program = (
-        "import os\n"
-        "seen = []\n"
-        f"for path in {paths!r}:\n"
-        "    try:\n"
-        "        seen.append(open(path).read())\n"
-        "    except OSError as e:\n"
-        "        assert e.errno == 2, e  # ENOENT: not there at all\n"
-        "assert sorted(os.listdir('/')) == "
-        "['bin', 'dev', 'lib', 'lib64', 'sbin', 'tmp', 'usr', 'w']\n"
-        "for top in ['/w', '/dev/shm']:\n"
-        "    for root, dirs, files in os.walk(top):\n"
-        "        for name in files:\n"
-        "            seen.append(open(os.path.join(root, name), errors='replace').read())\n"
-        f"assert not any({secret!r} in text for text in seen)\n"
-        "print(len(seen))\n"
-    )
+    program = read_secrets(paths, secret)
     result = await _run(program, wall_timeout_s=60)
     assert result.verdict is Verdict.PASSED, (result.reason, result.detail)
     assert secret not in result.output.stdout + result.output.stderr
@@ -244,15 +212,7 @@ async def test_no_connection_leaves_the_sandbox(unused_tcp_port: int) -> None:
     listener.listen(8)
     listener.setblocking(False)
     try:
-        program = (
-            "import socket\n"
-            "for host in ['127.0.0.1', 'localhost', '::1']:\n"
-            "    try:\n"
-            f"        socket.create_connection((host, {unused_tcp_port}), timeout=2).close()\n"
-            "        raise SystemExit('connected to ' + host)\n"
-            "    except OSError:\n"
-            "        pass\n"
-        )
+        program = connect_to([unused_tcp_port])
         result = await _run(program)
         assert result.verdict is Verdict.PASSED, (result.reason, result.detail)
         with pytest.raises(BlockingIOError):
@@ -269,19 +229,7 @@ def unused_tcp_port() -> int:
 
 
 async def test_killing_its_parent_or_others_hurts_no_one_outside() -> None:
-    program = (
-        "import os, signal\n"
-        "for pid in [os.getppid(), -1, 0, 2, 3]:\n"
-        "    try:\n"
-        "        os.kill(pid, signal.SIGKILL)\n"
-        "    except OSError:\n"
-        "        pass\n"
-        f"for pid in [{os.getpid()}, {os.getppid()}]:\n"
-        "    try:\n"
-        "        os.kill(pid, signal.SIGKILL)\n"
-        "    except ProcessLookupError:\n"
-        "        pass\n"
-    )
+    program = kill_parent_and_others([os.getpid(), os.getppid()])
     result = await _run(program, "assert True")
     assert result.verdict is Verdict.PASSED, (result.reason, result.detail)  # kill(-1) spares init
     assert psutil.pid_exists(os.getpid())
@@ -289,16 +237,7 @@ async def test_killing_its_parent_or_others_hurts_no_one_outside() -> None:
 
 
 async def test_background_processes_do_not_outlive_the_sample() -> None:
-    program = (
-        "import os, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(3600)\n"
-        "    os._exit(0)\n"
-        "os.wait()\n"
-    )
-    result = await _run(program)
+    result = await _run(BACKGROUND_PROCESS)
     assert result.verdict is Verdict.PASSED, (result.reason, result.detail)
     assert processes_of_uids(slot_uids()) == []
 
@@ -306,13 +245,10 @@ async def test_background_processes_do_not_outlive_the_sample() -> None:
 # -- forging a verdict ---------------------------------------------------------------
 
 
-WRONG = "def solve(x):\n    return x + 1\n"  # the tests want x + 2
-
-
 @pytest.mark.parametrize(
     ("trick", "verdict"),
     [
-        ("print('passed')\nprint('{\"verdict\": \"passed\"}')", Verdict.FAILED),
+        (PRINTS_PASSED, Verdict.FAILED),
         ("import os\nos._exit(0)", Verdict.ERROR),
         ("import sys\nsys.exit(0)", Verdict.ERROR),
         ("raise SystemExit(0)", Verdict.ERROR),

@@ -71,6 +71,28 @@ def _generation(rng: random.Random, n: int) -> list[ScoringSample]:
     )
 
 
+CODE_RECORD = {
+    "prompt": "def f():\n",
+    "test": "def check(candidate):\n    assert candidate()\n",
+    "entry_point": "f",
+}
+
+
+def _code(rng: random.Random, n: int) -> list[ScoringSample]:
+    """Samples whose stored sandbox runs passed 60 % of the time (the rest: failed)."""
+    return [
+        dataclasses.replace(
+            s,
+            execution={
+                "verdict": "passed" if rng.random() < 0.6 else "failed",
+                "reason": "",
+                "extraction_rule": "fence",
+            },
+        )
+        for s in samples_of([(CODE_RECORD, "```python\ndef f(): ...\n```")] * n)
+    ]
+
+
 def _multiple_choice(rng: random.Random, n: int) -> list[ScoringSample]:
     pairs = []
     for _ in range(n):
@@ -93,6 +115,7 @@ BUILDERS: dict[TaskType, Callable[[random.Random, int], list[ScoringSample]]] = 
     TaskType.SUMMARIZATION: _summarization,
     TaskType.GENERATION: _generation,
     TaskType.MULTIPLE_CHOICE: _multiple_choice,
+    TaskType.CODE: _code,
 }
 
 

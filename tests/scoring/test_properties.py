@@ -106,6 +106,12 @@ def test_scorers_never_raise_on_model_output(task_type: TaskType, outputs: list[
             "answer_letter": "B",
             "metadata": {"subject": "history"},
         },
+        # Code: the verdict comes from the stored sandbox run; none here (an error each).
+        TaskType.CODE: {
+            "prompt": "def f():\n",
+            "test": "def check(c):\n    pass\n",
+            "entry_point": "f",
+        },
     }
     record = records[task_type]
     report = score_task(task_type, samples_of([(record, o) for o in outputs]), resamples=5)

@@ -13,6 +13,7 @@ class TaskType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_TYPE_SUMMARIZATION: _ClassVar[TaskType]
     TASK_TYPE_GENERATION: _ClassVar[TaskType]
     TASK_TYPE_MULTIPLE_CHOICE: _ClassVar[TaskType]
+    TASK_TYPE_CODE: _ClassVar[TaskType]
 
 class ShotFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -77,6 +78,7 @@ TASK_TYPE_NER: TaskType
 TASK_TYPE_SUMMARIZATION: TaskType
 TASK_TYPE_GENERATION: TaskType
 TASK_TYPE_MULTIPLE_CHOICE: TaskType
+TASK_TYPE_CODE: TaskType
 SHOT_FORMAT_UNSPECIFIED: ShotFormat
 SHOT_FORMAT_SINGLE_MESSAGE: ShotFormat
 SHOT_FORMAT_CHAT_TURNS: ShotFormat

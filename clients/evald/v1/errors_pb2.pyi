@@ -54,6 +54,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_RUN_NOT_FINISHED: _ClassVar[ErrorReason]
     ERROR_REASON_JUDGE_VERDICT_UNPARSEABLE: _ClassVar[ErrorReason]
     ERROR_REASON_STORE_UNAVAILABLE: _ClassVar[ErrorReason]
+    ERROR_REASON_SANDBOX_UNAVAILABLE: _ClassVar[ErrorReason]
 ERROR_CATEGORY_UNSPECIFIED: ErrorCategory
 ERROR_CATEGORY_DATASET_INVALID: ErrorCategory
 ERROR_CATEGORY_MODEL_PROVIDER_ERROR: ErrorCategory
@@ -96,6 +97,7 @@ ERROR_REASON_DATASET_UPLOAD_INCOMPLETE: ErrorReason
 ERROR_REASON_RUN_NOT_FINISHED: ErrorReason
 ERROR_REASON_JUDGE_VERDICT_UNPARSEABLE: ErrorReason
 ERROR_REASON_STORE_UNAVAILABLE: ErrorReason
+ERROR_REASON_SANDBOX_UNAVAILABLE: ErrorReason
 
 class EvalError(_message.Message):
     __slots__ = ("category", "reason", "message", "retryable", "http_equivalent", "metadata")

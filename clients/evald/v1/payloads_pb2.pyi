@@ -203,3 +203,39 @@ class ExtractionRuleCount(_message.Message):
     rule: str
     samples: int
     def __init__(self, rule: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...
+
+class CodePayload(_message.Message):
+    __slots__ = ("pass_at_1", "pass_at_k", "verdicts", "problems", "extraction_rules", "worst_examples")
+    PASS_AT_1_FIELD_NUMBER: _ClassVar[int]
+    PASS_AT_K_FIELD_NUMBER: _ClassVar[int]
+    VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTION_RULES_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    pass_at_1: float
+    pass_at_k: _containers.RepeatedCompositeFieldContainer[PassAtK]
+    verdicts: _containers.RepeatedCompositeFieldContainer[CodeVerdictCount]
+    problems: int
+    extraction_rules: _containers.RepeatedCompositeFieldContainer[ExtractionRuleCount]
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, pass_at_1: _Optional[float] = ..., pass_at_k: _Optional[_Iterable[_Union[PassAtK, _Mapping]]] = ..., verdicts: _Optional[_Iterable[_Union[CodeVerdictCount, _Mapping]]] = ..., problems: _Optional[int] = ..., extraction_rules: _Optional[_Iterable[_Union[ExtractionRuleCount, _Mapping]]] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class PassAtK(_message.Message):
+    __slots__ = ("k", "value", "problems", "problems_left_out")
+    K_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
+    k: int
+    value: float
+    problems: int
+    problems_left_out: int
+    def __init__(self, k: _Optional[int] = ..., value: _Optional[float] = ..., problems: _Optional[int] = ..., problems_left_out: _Optional[int] = ...) -> None: ...
+
+class CodeVerdictCount(_message.Message):
+    __slots__ = ("verdict", "samples")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    verdict: str
+    samples: int
+    def __init__(self, verdict: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...

@@ -30,7 +30,7 @@ FINISH_REASON_TOOL_CALLS: FinishReason
 FINISH_REASON_UNKNOWN: FinishReason
 
 class Sample(_message.Message):
-    __slots__ = ("subtask_id", "task_id", "model_id", "record_id", "repeat_index", "state", "input", "expected", "output", "scores", "flags", "attempts", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "first_error", "last_error", "finished_time", "finish_reason", "usage_reported", "decode_tokens_per_second", "truncated_fields", "cost", "failed_attempts", "judgement", "cache_hit")
+    __slots__ = ("subtask_id", "task_id", "model_id", "record_id", "repeat_index", "state", "input", "expected", "output", "scores", "flags", "attempts", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "first_error", "last_error", "finished_time", "finish_reason", "usage_reported", "decode_tokens_per_second", "truncated_fields", "cost", "failed_attempts", "judgement", "cache_hit", "execution")
     class ScoresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,7 @@ class Sample(_message.Message):
     FAILED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     JUDGEMENT_FIELD_NUMBER: _ClassVar[int]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
     subtask_id: str
     task_id: str
     model_id: str
@@ -92,7 +93,46 @@ class Sample(_message.Message):
     failed_attempts: _run_pb2.RetryCounts
     judgement: SampleJudgement
     cache_hit: bool
-    def __init__(self, subtask_id: _Optional[str] = ..., task_id: _Optional[str] = ..., model_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., state: _Optional[_Union[_enums_pb2.SubtaskState, str]] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., first_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage_reported: _Optional[bool] = ..., decode_tokens_per_second: _Optional[float] = ..., truncated_fields: _Optional[_Iterable[_Union[TruncatedField, _Mapping]]] = ..., cost: _Optional[_Union[_run_pb2.Cost, _Mapping]] = ..., failed_attempts: _Optional[_Union[_run_pb2.RetryCounts, _Mapping]] = ..., judgement: _Optional[_Union[SampleJudgement, _Mapping]] = ..., cache_hit: _Optional[bool] = ...) -> None: ...
+    execution: CodeExecution
+    def __init__(self, subtask_id: _Optional[str] = ..., task_id: _Optional[str] = ..., model_id: _Optional[str] = ..., record_id: _Optional[str] = ..., repeat_index: _Optional[int] = ..., state: _Optional[_Union[_enums_pb2.SubtaskState, str]] = ..., input: _Optional[str] = ..., expected: _Optional[str] = ..., output: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., first_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., last_error: _Optional[_Union[_errors_pb2.EvalError, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage_reported: _Optional[bool] = ..., decode_tokens_per_second: _Optional[float] = ..., truncated_fields: _Optional[_Iterable[_Union[TruncatedField, _Mapping]]] = ..., cost: _Optional[_Union[_run_pb2.Cost, _Mapping]] = ..., failed_attempts: _Optional[_Union[_run_pb2.RetryCounts, _Mapping]] = ..., judgement: _Optional[_Union[SampleJudgement, _Mapping]] = ..., cache_hit: _Optional[bool] = ..., execution: _Optional[_Union[CodeExecution, _Mapping]] = ...) -> None: ...
+
+class CodeExecution(_message.Message):
+    __slots__ = ("verdict", "reason", "error_type", "traceback", "resource", "tests", "extraction_rule", "duration_ms", "stdout", "stderr", "output_truncated")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    TESTS_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTION_RULE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    verdict: str
+    reason: str
+    error_type: str
+    traceback: str
+    resource: str
+    tests: _containers.RepeatedCompositeFieldContainer[CodeTestOutcome]
+    extraction_rule: str
+    duration_ms: float
+    stdout: str
+    stderr: str
+    output_truncated: bool
+    def __init__(self, verdict: _Optional[str] = ..., reason: _Optional[str] = ..., error_type: _Optional[str] = ..., traceback: _Optional[str] = ..., resource: _Optional[str] = ..., tests: _Optional[_Iterable[_Union[CodeTestOutcome, _Mapping]]] = ..., extraction_rule: _Optional[str] = ..., duration_ms: _Optional[float] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., output_truncated: _Optional[bool] = ...) -> None: ...
+
+class CodeTestOutcome(_message.Message):
+    __slots__ = ("index", "status", "error_type", "detail")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    status: str
+    error_type: str
+    detail: str
+    def __init__(self, index: _Optional[int] = ..., status: _Optional[str] = ..., error_type: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class TruncatedField(_message.Message):
     __slots__ = ("field", "full_bytes")

@@ -6,6 +6,8 @@ that every proto ⇄ domain mapping lives in the api package and nowhere else.
 
 import re
 
+from google.protobuf import json_format
+
 from evald.v1 import dataset_pb2, event_pb2, model_pb2, run_pb2, sample_pb2
 from evald_server.api._convert_common import (
     cost_to_proto,
@@ -63,7 +65,7 @@ def header_from_proto(header: dataset_pb2.UploadDatasetHeader) -> DatasetHeader:
         raise InvalidArgument(
             ErrorReason.DATASET_HEADER_INVALID,
             "header.task_type: required (classification, qa, ner, summarization, generation, "
-            "multiple_choice)",
+            "multiple_choice, code)",
             metadata={"field": "header.task_type"},
             field_violations=(FieldViolation("header.task_type", "must be set"),),
         )
@@ -165,6 +167,7 @@ def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
         budget=_budget(spec.budget) if spec.HasField("budget") else RunBudget(),
         judge=judge_from_proto(spec.judge) if spec.HasField("judge") else None,
         response_cache=spec.response_cache,
+        pass_at_k=tuple(spec.pass_at_k),
     )
 
 
@@ -301,6 +304,7 @@ def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
     if spec.judge is not None:
         message.judge.CopyFrom(judge_to_proto(spec.judge))
     message.response_cache = spec.response_cache
+    message.pass_at_k.extend(spec.pass_at_k)
     return message
 
 
@@ -408,4 +412,7 @@ def sample_to_proto(sample: Sample) -> sample_pb2.Sample:
     if sample.judgement is not None:
         message.judgement.CopyFrom(judgement_to_proto(sample.judgement))
     message.cache_hit = sample.cache_hit
+    if sample.execution is not None:
+        # Written by the engine from a SandboxResult: the message's own field names.
+        json_format.ParseDict(dict(sample.execution), message.execution, ignore_unknown_fields=True)
     return message

@@ -13,6 +13,7 @@ from google.protobuf.message import Message
 from evald.v1 import payloads_pb2, result_pb2
 from evald_server.scoring import (
     ClassificationPayload,
+    CodePayload,
     GenerationPayload,
     IntervalMethod,
     MetricInterval,
@@ -100,5 +101,5 @@ def _apply_payload(payload: Payload, result: result_pb2.TaskEvaluationResult) ->
                     worst_examples=_worst(payload.worst_examples),
                 )
             )
-        case MultipleChoicePayload():
-            result.multiple_choice.CopyFrom(_mirror(payloads_pb2.MultipleChoicePayload, payload))
+        case CodePayload():
+            result.code.CopyFrom(_mirror(payloads_pb2.CodePayload, payload))

@@ -234,6 +234,7 @@ class RunService:
         for row in datasets:
             await self._validate_dataset_settings(tenant, spec, row)
         _check_run_choice_scoring(spec, datasets)
+        await self._check_sandbox(datasets)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
         if spec.judge is not None:  # each answer may get a judge subtask per round
@@ -250,6 +251,29 @@ class RunService:
                 },
             )
         return datasets
+
+    async def _check_sandbox(self, datasets: Sequence[DatasetRow]) -> None:
+        """Code datasets run their programs in the sandbox: refused where it is off or
+        cannot run here (the message names what is missing). Never unsandboxed."""
+        code = [f"{d.name} {d.benchmark_version}" for d in datasets if d.task_type is TaskType.CODE]
+        if not code:
+            return
+        sandbox = self._engine.code_runs.sandbox
+        if sandbox is None:
+            problem = (
+                "the code sandbox is not enabled on this server ([sandbox] enabled = false "
+                "in its configuration)"
+            )
+        else:
+            check = await sandbox.check()
+            if check.available:
+                return
+            problem = check.message
+        raise FailedPrecondition(
+            ErrorReason.SANDBOX_UNAVAILABLE,
+            f"code dataset(s) {', '.join(code)} cannot be run: {problem}",
+            metadata={"datasets": ",".join(code)},
+        )
 
     async def _validate_dataset_settings(self, tenant: str, spec: RunSpec, row: DatasetRow) -> None:
         """Prompt examples that can be drawn; log-probability scoring only where it applies."""

@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from evald_server.config import GenerationParams, ModelConfig
 from evald_server.datasets import ChatPrompt, PromptOptions, expected_text, prompt_text
@@ -160,6 +160,8 @@ class Sample:
     cost: Cost | None = None  # of the successful call
     judgement: AnswerJudgement | None = None  # a judged task's verdict, once scored
     cache_hit: bool = False  # answered from the response cache (no provider call)
+    # A code task's sample: its program's run in the sandbox, as stored (docs/SANDBOX.md).
+    execution: Mapping[str, Any] | None = None
 
     @property
     def usage_reported(self) -> bool:
@@ -202,4 +204,5 @@ class Sample:
             cost=row.cost,
             judgement=None if row.judgement is None else AnswerJudgement.from_json(row.judgement),
             cache_hit=row.cache_hit,
+            execution=row.execution,
         )

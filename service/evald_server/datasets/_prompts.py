@@ -28,6 +28,9 @@ PLACEHOLDERS: dict[TaskType, frozenset[str]] = {
     # ``subject`` is the record's ``metadata.subject`` (lm-evaluation-harness' MMLU
     # prompt names it), "" when absent.
     TaskType.MULTIPLE_CHOICE: frozenset({"question", "context", "choices", "subject"}),
+    # ``prompt`` is HumanEval's code to complete or MBPP's description (``text``);
+    # ``tests`` is MBPP's test_list, one per line ("" for HumanEval: its test is hidden).
+    TaskType.CODE: frozenset({"prompt", "tests"}),
 }
 
 
@@ -54,6 +57,10 @@ def _values(task_type: TaskType, fields: Mapping[str, Any]) -> dict[str, str]:
             "choices": _choices_block(fields["choices"]),
             "subject": subject if isinstance(subject, str) else "",
         }
+    if task_type is TaskType.CODE:
+        if "prompt" in fields:
+            return {"prompt": fields["prompt"], "tests": ""}
+        return {"prompt": fields["text"], "tests": "\n".join(fields["test_list"])}
     return {"input": fields["input"]}
 
 
@@ -100,6 +107,18 @@ def _default_multiple_choice(values: Mapping[str, str]) -> str:
     )
 
 
+def _default_code(values: Mapping[str, str]) -> str:
+    if values["tests"]:  # MBPP: a description and the asserts the code must pass
+        return (
+            f"{values['prompt']}\nYour code should pass these tests:\n\n{values['tests']}\n\n"
+            "Answer with the Python code in a ```python code block."
+        )
+    return (
+        "Complete the following Python function. Answer with the whole function in a "
+        f"```python code block.\n\n```python\n{values['prompt']}```"
+    )
+
+
 DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
     TaskType.CLASSIFICATION: _default_classification,
     TaskType.QA: _default_qa,
@@ -107,6 +126,7 @@ DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
     TaskType.SUMMARIZATION: _default_summarization,
     TaskType.GENERATION: _default_generation,
     TaskType.MULTIPLE_CHOICE: _default_multiple_choice,
+    TaskType.CODE: _default_code,
 }
 
 

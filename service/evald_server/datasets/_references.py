@@ -34,7 +34,18 @@ def expected_text(task_type: TaskType, fields: Mapping[str, Any]) -> str:
     if task_type is TaskType.MULTIPLE_CHOICE:
         index = gold_choice_index(fields)
         return f"{choice_letter(index)}. {fields['choices'][index]}"
+    if task_type is TaskType.CODE:
+        return code_solution(fields)
     return str(fields["reference"])
+
+
+def code_solution(fields: Mapping[str, Any]) -> str:
+    """A code record's reference solution as a whole program: HumanEval's prompt with
+    its canonical solution, MBPP's ``code``; "" when the record has none."""
+    if "prompt" in fields:
+        solution = fields.get("canonical_solution")
+        return "" if solution is None else str(fields["prompt"]) + str(solution)
+    return str(fields.get("code") or "")
 
 
 def shot_answer(task_type: TaskType, fields: Mapping[str, Any]) -> str:
@@ -76,6 +87,15 @@ def simulator_reference(task_type: TaskType, fields: Mapping[str, Any]) -> dict[
         gold = gold_choice_index(fields)
         letters = [choice_letter(i) for i in range(len(fields["choices"]))]
         return {"expected": letters[gold], "distractors": letters[:gold] + letters[gold + 1 :]}
+    if task_type is TaskType.CODE:
+        # Right: the reference solution, fenced; wrong: a fenced program that defines
+        # nothing the tests call (no reference: the simulator is never right).
+        solution = code_solution(fields)
+        wrong = "```python\nraise NotImplementedError\n```"
+        return {
+            "expected": f"```python\n{solution}\n```" if solution else wrong,
+            "distractors": [wrong],
+        }
     reference = str(fields["reference"])
     if fields.get("match") == "numeric":
         number = reference_number(reference)

@@ -16,6 +16,7 @@ class TaskType(StrEnum):
     SUMMARIZATION = "summarization"
     GENERATION = "generation"
     MULTIPLE_CHOICE = "multiple_choice"
+    CODE = "code"
 
 
 class ShotFormat(StrEnum):
@@ -188,3 +189,4 @@ class ErrorReason(StrEnum):
     SERVER_DRAINING = "server_draining"
     STORE_UNAVAILABLE = "store_unavailable"
     RUN_NOT_FINISHED = "run_not_finished"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"

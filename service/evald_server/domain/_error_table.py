@@ -65,6 +65,9 @@ ERROR_TABLE: dict[ErrorReason, ErrorMapping] = {
     _R.UNAUTHENTICATED: ErrorMapping(_C.REQUEST_INVALID, "UNAUTHENTICATED", 401, False),
     _R.SERVER_DRAINING: ErrorMapping(_C.EVAL_OPERATOR_ERROR, "UNAVAILABLE", 503, True),
     _R.STORE_UNAVAILABLE: ErrorMapping(_C.EVAL_OPERATOR_ERROR, "UNAVAILABLE", 503, True),
+    # Code datasets need the sandbox, which this server has not enabled (or that cannot
+    # run on its machine): the request cannot be served here as it is.
+    _R.SANDBOX_UNAVAILABLE: ErrorMapping(_C.REQUEST_INVALID, "FAILED_PRECONDITION", 400, False),
 }
 
 

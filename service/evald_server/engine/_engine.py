@@ -29,6 +29,7 @@ from evald_server.domain import (
     SubtaskState,
     TaskState,
 )
+from evald_server.engine._code_runs import CodeRuns, sandbox_of
 from evald_server.engine._committer import Committer
 from evald_server.engine._contexts import TaskContexts, task_contexts
 from evald_server.engine._cost import RunBudgets
@@ -96,6 +97,8 @@ class Engine:
             else None
         )
         self.cache = ResponseCache(store, cache_settings(config))
+        # Code tasks' programs, run in the sandbox before the task is scored.
+        self.code_runs = CodeRuns(store, sandbox_of(config.sandbox))
         self.committer = Committer(
             store,
             self._on_committed,
@@ -123,6 +126,7 @@ class Engine:
             self._on_run_finished,
             concurrency=tuning.scoring_concurrency,
             pages=self.pages,
+            code=self.code_runs,
         )
         self.stall_after_s = config.server.stall_warning_s
         self.progress = ProgressTracker(

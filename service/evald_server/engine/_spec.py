@@ -29,6 +29,7 @@ from evald_server.engine._judge_spec import JudgeSpec
 from evald_server.engine._retry_policy import RetryPolicy
 
 MAX_REPEAT = 100
+MAX_PASS_AT_K = 20  # ks of pass@k one run may ask for
 MAX_LABELS = 64
 MAX_NAME_CHARS = 256
 MAX_DATASETS = 64
@@ -64,6 +65,9 @@ class RunSpec:
     budget: RunBudget = field(default_factory=RunBudget)  # max_cost_usd / max_tokens
     judge: JudgeSpec | None = None  # model-graded scoring of every answer
     response_cache: bool = False  # answer from (and fill) the response cache
+    # The ks of pass@k for the run's code datasets (pass@1 is always reported); the
+    # one place this option lives until the run spec's reducers take it over.
+    pass_at_k: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -107,6 +111,8 @@ class RunSpec:
             data["judge"] = self.judge.to_json()
         if self.response_cache:
             data["response_cache"] = True
+        if self.pass_at_k:
+            data["pass_at_k"] = list(self.pass_at_k)
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -172,6 +178,7 @@ class RunSpec:
             budget=RunBudget.from_json(data.get("budget", {})),
             judge=None if data.get("judge") is None else JudgeSpec.from_json(data["judge"]),
             response_cache=bool(data.get("response_cache", False)),
+            pass_at_k=tuple(int(k) for k in data.get("pass_at_k", ())),
         )
 
     def body_hash(self) -> str:
@@ -260,6 +267,21 @@ def _bound_problems(spec: RunSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def pass_at_k_problems(ks: tuple[int, ...], repeat: int) -> list[tuple[str, str]]:
+    """(field, what is wrong) of a run's pass@k ks: each in [1, repeat], no duplicates."""
+    if len(ks) > MAX_PASS_AT_K:
+        return [("pass_at_k", f"at most {MAX_PASS_AT_K} values")]
+    problems = []
+    for i, k in enumerate(ks):
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= repeat:
+            problems.append(
+                (f"pass_at_k[{i}]", f"must be between 1 and the run's repeat ({repeat}), got {k}")
+            )
+    if len(set(ks)) != len(ks):
+        problems.append(("pass_at_k", "a k is listed twice"))
+    return problems
+
+
 def _problems(spec: RunSpec) -> list[tuple[str, str]]:
     problems = _bound_problems(spec)
     if not spec.models:
@@ -284,6 +306,8 @@ def _problems(spec: RunSpec) -> list[tuple[str, str]]:
             )
     if isinstance(spec.repeat, bool) or not 1 <= spec.repeat <= MAX_REPEAT:
         problems.append(("repeat", f"must be between 1 and {MAX_REPEAT}"))
+    else:
+        problems.extend(pass_at_k_problems(spec.pass_at_k, spec.repeat))
     if spec.max_concurrency is not None and (
         isinstance(spec.max_concurrency, bool) or spec.max_concurrency < 1
     ):

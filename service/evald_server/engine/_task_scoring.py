@@ -30,6 +30,7 @@ from evald_server.domain import (
     TaskType,
     task_outcome,
 )
+from evald_server.engine._code_runs import CodeRuns, ExecutionFailed, with_pass_at_k
 from evald_server.engine._judge_results import JudgeReport, judge_answers
 from evald_server.engine._judge_spec import JudgeSpec
 from evald_server.engine._page_scoring import PageScoring
@@ -87,8 +88,10 @@ class TaskScorer:
         *,
         concurrency: int = 2,
         pages: PageScoring | None = None,
+        code: CodeRuns | None = None,
     ) -> None:
         self._store = store
+        self._code = code
         self._scoring = scoring
         self._pages = pages
         self._publish = publish
@@ -150,7 +153,10 @@ class TaskScorer:
         async with anyio.create_task_group() as tg:
             # Read while the task is scored (a worker's job): its answers no longer change.
             tg.start_soon(read_inputs)
-            report, errors = await self._report(task_id, dataset.task_type, spec, counters)
+            if dataset.task_type is TaskType.CODE:
+                report, errors = await self._code_report(task_id, spec, counters)
+            else:
+                report, errors = await self._report(task_id, dataset.task_type, spec, counters)
         models = TaskModels.from_json(task.model)
         judging: JudgeReport | None = None
         judge_profile: ExecutionProfile | None = None
@@ -245,6 +251,24 @@ class TaskScorer:
         except ScoringFailure as failure:
             return None, [failure.error]
         return report, []
+
+    async def _code_report(
+        self, task_id: str, spec: RunSpec, counters: Counters
+    ) -> tuple[ScoreReport | None, list[EvalError]]:
+        """A code task's report: its programs run first (those without a stored run:
+        ``_code_runs``), then scored, then its pass@k added."""
+        if counters.succeeded > 0:
+            if self._code is None:
+                raise RuntimeError("a code task is scored by an engine without code runs")
+            try:
+                await self._code.execute_task(task_id)
+            except ExecutionFailed as failure:
+                return None, [failure.error]
+        report, errors = await self._report(task_id, TaskType.CODE, spec, counters)
+        if report is not None and self._code is not None and spec.pass_at_k:
+            reduced = await self._code.pass_at_k(task_id, spec.pass_at_k, seed=spec.seed)
+            report = with_pass_at_k(report, reduced)
+        return report, errors
 
     async def _judge(self, task_id: str, spec: JudgeSpec, seed: int, answered: int) -> JudgeReport:
         rows: list[JudgeVerdictRow] = []
@@ -345,6 +369,7 @@ class StoredSamples:
                     row.record_json,
                     row.output,
                     row.top_logprobs,
+                    row.execution,
                 )
                 for row in rows
             )

@@ -25,6 +25,7 @@ class EncodedSample(NamedTuple):
     record_json: str
     output: str | None  # None: the subtask did not succeed, counted as skipped
     top_logprobs: tuple[tuple[str, float], ...] | None = None  # when the run asked for them
+    execution: str | None = None  # a code sample's run in the sandbox (JSON text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class PageDecoder:
 
     def decode(self, page: EncodedPage) -> list[ScoringSample]:
         samples = []
-        for subtask_id, record_id, repeat_index, text, output, top_logprobs in page.samples:
+        for subtask_id, record_id, repeat_index, text, output, top_logprobs, run in page.samples:
             if text is not self._text:
                 record = json.loads(text)
                 if not isinstance(record, dict):
@@ -64,6 +65,7 @@ class PageDecoder:
                     self._record,
                     self._compact.value(output),
                     top_logprobs=top_logprobs,
+                    execution=None if run is None else json.loads(run),
                 )
             )
         return samples

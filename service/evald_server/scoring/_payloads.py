@@ -124,3 +124,27 @@ class MultipleChoicePayload:
     logprob_scored: int
     logprob_fallbacks: int
     worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PassAtK:
+    k: int
+    value: float  # mean over ``problems`` of 1 - C(n-c, k) / C(n, k)
+    problems: int  # problems with at least k scored samples
+    problems_left_out: int  # problems with fewer
+
+
+@dataclass(frozen=True, slots=True)
+class CodeVerdictCount:
+    verdict: str  # passed, failed, error, timeout, resource_limit, no_program
+    samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class CodePayload:
+    pass_at_1: float
+    pass_at_k: tuple[PassAtK, ...]  # increasing k, pass@1 first
+    verdicts: tuple[CodeVerdictCount, ...]  # every verdict, in the documented order
+    problems: int  # records with at least one scored sample
+    extraction_rules: tuple[ExtractionRuleCount, ...]  # rules that read a program
+    worst_examples: tuple[WorstExample, ...]

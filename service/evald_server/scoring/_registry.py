@@ -5,6 +5,7 @@ from typing import Protocol
 
 from evald_server.domain import TaskType
 from evald_server.scoring._classification import ClassificationScorer
+from evald_server.scoring._code import CodeScorer
 from evald_server.scoring._generation import GenerationScorer
 from evald_server.scoring._multiple_choice import MultipleChoiceScorer
 from evald_server.scoring._ner import NerScorer
@@ -44,6 +45,7 @@ _SCORERS: dict[TaskType, Scorer] = {
         SummarizationScorer(),
         GenerationScorer(),
         MultipleChoiceScorer(),
+        CodeScorer(),
     )
 }
 

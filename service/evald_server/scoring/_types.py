@@ -12,6 +12,7 @@ from typing import Any
 
 from evald_server.scoring._payloads import (
     ClassificationPayload,
+    CodePayload,
     GenerationPayload,
     MultipleChoicePayload,
     NerPayload,
@@ -26,6 +27,7 @@ Payload = (
     | SummarizationPayload
     | GenerationPayload
     | MultipleChoicePayload
+    | CodePayload
 )
 
 
@@ -42,6 +44,8 @@ class ScoringSample:
     # The first generated token's top alternatives (token, log-probability) when the
     # run asked for log-probability scoring (empty: asked, none came back); else None.
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    # A code task's sample: its program's run in the sandbox (the stored JSON object).
+    execution: Mapping[str, Any] | None = None
 
     def __reduce__(self) -> tuple[type["ScoringSample"], tuple[Any, ...]]:
         # Pages of these cross to the scoring workers as they commit: pickled as the
@@ -57,6 +61,7 @@ class ScoringSample:
                 self.output,
                 self.input_text,
                 self.top_logprobs,
+                self.execution,
             ),
         )
 

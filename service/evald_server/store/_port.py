@@ -37,6 +37,7 @@ from evald_server.store._records import (
     CompletionReport,
     DatasetRow,
     EventRow,
+    ExecutionRow,
     FinishReport,
     Json,
     JudgeVerdictRow,
@@ -186,8 +187,15 @@ class Store(Protocol):
         id order."""
         ...
 
-    async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
-        """Succeeded answers (phase ANSWER) only."""
+    async def task_outputs(
+        self, task_id: str, after_row: int, limit: int, *, unexecuted: bool = False
+    ) -> list[TaskOutput]:
+        """Succeeded answers (phase ANSWER) only; ``unexecuted``: only those of a code
+        task whose program has not run yet (no stored execution)."""
+        ...
+
+    async def store_executions(self, executions: Sequence[ExecutionRow]) -> None:
+        """Code samples' runs in the sandbox: each row sets its subtask's execution."""
         ...
 
     async def profile_inputs(

@@ -306,6 +306,8 @@ class SubtaskRow:
     judgement: Json | None = None  # answers of a judged task, once scored
     cache_hit: bool = False
     answer_flags: tuple[str, ...] = ()  # what the provider sent outside evald's bounds
+    # A code sample's run in the sandbox (its JSON); None before it ran, other tasks.
+    execution: Json | None = None
 
     @property
     def subtask_id(self) -> str:
@@ -358,6 +360,15 @@ class TaskOutput:
     record_json: str  # the stored JSON object; one str shared by a record's repeats in a page
     output: str
     top_logprobs: tuple[tuple[str, float], ...] | None = None  # when asked for
+    execution: str | None = None  # a code sample's run in the sandbox (JSON text)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRow:
+    """A code sample's run in the sandbox, to store beside its subtask (JSON text)."""
+
+    row_id: int
+    execution: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,9 +223,9 @@ SUBTASK_COLUMNS = (
     "s.scores, s.correct, s.updated_at, s.run_id, s.model_id, s.finish_reason, "
     "s.failed_rate_limited, s.failed_timeout, s.failed_transient, s.cost_picousd, s.cost_tokens, "
     "s.cost_estimated, s.phase, s.judge_round, s.verdict, s.judgement, s.cache_hit, "
-    "s.answer_flags"
+    "s.answer_flags, s.execution"
 )
-SUBTASK_COLUMN_COUNT = 37  # of SUBTASK_COLUMNS; a cut output's full size may follow them
+SUBTASK_COLUMN_COUNT = 38  # of SUBTASK_COLUMNS; a cut output's full size may follow them
 
 
 def cost_from(pico: int | None, tokens: int | None, estimated: Any) -> Cost | None:
@@ -274,13 +274,15 @@ def subtask_from(row: Row) -> SubtaskRow:
         judgement=loads_json(row[34]),
         cache_hit=bool(row[35]),
         answer_flags=() if row[36] is None else tuple(json.loads(row[36])),
+        execution=loads_json(row[37]),
         output_bytes=row[SUBTASK_COLUMN_COUNT] if len(row) > SUBTASK_COLUMN_COUNT else None,
     )
 
 
 # Succeeded answers with their records, for scoring (``SUBTASKS_FROM``).
 OUTPUT_COLUMNS = (
-    "s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output, s.top_logprobs"
+    "s.row_id, s.record_idx, s.repeat_index, r.record_id, r.fields, s.output, s.top_logprobs, "
+    "s.execution"
 )
 
 
@@ -290,11 +292,13 @@ def outputs_from(rows: Iterable[Row]) -> list[TaskOutput]:
     decodes them); a record's repeats, adjacent, share one copy of its text."""
     outputs = []
     last_idx, last_fields = -1, ""
-    for row_id, idx, repeat, record_id, fields, output, logprobs in rows:
+    for row_id, idx, repeat, record_id, fields, output, logprobs, execution in rows:
         if idx != last_idx:
             last_idx, last_fields = idx, fields
         top = None if logprobs is None else tuple((t, float(p)) for t, p in json.loads(logprobs))
-        outputs.append(TaskOutput(row_id, idx, repeat, record_id, last_fields, output or "", top))
+        outputs.append(
+            TaskOutput(row_id, idx, repeat, record_id, last_fields, output or "", top, execution)
+        )
     return outputs
 
 

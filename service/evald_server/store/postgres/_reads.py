@@ -174,12 +174,14 @@ async def _subtasks(
 
 
 async def task_outputs(
-    conn: asyncpg.Connection, task_id: str, after_row: int, limit: int
+    conn: asyncpg.Connection, task_id: str, after_row: int, limit: int, unexecuted: bool = False
 ) -> list[TaskOutput]:
-    """One page of a task's succeeded answers with their records, in order."""
+    """One page of a task's succeeded answers with their records, in order (only those
+    whose program has not run, when ``unexecuted``)."""
+    only = " AND s.execution IS NULL" if unexecuted else ""
     rows = await conn.fetch(
         f"SELECT {OUTPUT_COLUMNS} {SUBTASKS_FROM} WHERE s.task_id = $1 AND s.row_id > $2 "
-        "AND s.state = 'succeeded' AND s.phase = 0 ORDER BY s.row_id LIMIT $3",
+        f"AND s.state = 'succeeded' AND s.phase = 0{only} ORDER BY s.row_id LIMIT $3",
         task_id,
         after_row,
         limit,

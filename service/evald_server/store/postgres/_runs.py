@@ -28,6 +28,7 @@ from evald_server.store._plans import (
 from evald_server.store._records import (
     CALLS_FINISH,
     EventRow,
+    ExecutionRow,
     FinishReport,
     NewEvent,
     NewRun,
@@ -333,6 +334,15 @@ async def claim_scoring(conn: asyncpg.Connection, task_id: str, owner: str, live
         owner,
     )
     return claimed is not None
+
+
+async def store_executions(conn: asyncpg.Connection, executions: Sequence[ExecutionRow]) -> None:
+    """Code samples' runs in the sandbox, each beside its (succeeded) answer."""
+    async with conn.transaction():
+        await conn.executemany(
+            "UPDATE subtasks SET execution = $1 WHERE row_id = $2 AND phase = 0",
+            [(e.execution, e.row_id) for e in executions],
+        )
 
 
 async def store_sample_scores(conn: asyncpg.Connection, scores: Sequence[SampleScoreRow]) -> None:

@@ -214,7 +214,11 @@ _V2 = (
 # the bounds evald accepts (JSON list; NULL: none).
 _V3 = ("ALTER TABLE subtasks ADD COLUMN answer_flags TEXT",)
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+# Version 4: SQLite's version 8 — a code sample's run in the sandbox (JSON; NULL: not
+# run yet).
+_V4 = ("ALTER TABLE subtasks ADD COLUMN execution TEXT",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 LATEST_VERSION = len(MIGRATIONS)
 
 _MIGRATION_LOCK = 0x65766164  # "evad": one advisory lock id for every replica's migration

@@ -54,6 +54,7 @@ from evald_server.store._records import (
     CompletionReport,
     DatasetRow,
     EventRow,
+    ExecutionRow,
     FinishReport,
     Json,
     JudgeVerdictRow,
@@ -529,8 +530,13 @@ class PostgresStore:
             reads.run_subtasks, run_id, task_id, states, after_row, limit, output_chars, phase
         )
 
-    async def task_outputs(self, task_id: str, after_row: int, limit: int) -> list[TaskOutput]:
-        return await self._run(reads.task_outputs, task_id, after_row, limit)
+    async def task_outputs(
+        self, task_id: str, after_row: int, limit: int, *, unexecuted: bool = False
+    ) -> list[TaskOutput]:
+        return await self._run(reads.task_outputs, task_id, after_row, limit, unexecuted)
+
+    async def store_executions(self, executions: Sequence[ExecutionRow]) -> None:
+        await self._run(runs.store_executions, list(executions))
 
     async def profile_inputs(
         self, task_id: str, *, phase: SubtaskPhase = SubtaskPhase.ANSWER

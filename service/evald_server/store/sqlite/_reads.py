@@ -170,12 +170,14 @@ def _subtasks(
 
 
 def task_outputs(
-    conn: sqlite3.Connection, task_id: str, after_row: int, limit: int
+    conn: sqlite3.Connection, task_id: str, after_row: int, limit: int, unexecuted: bool = False
 ) -> list[TaskOutput]:
-    """One page of a task's succeeded answers with their records, in order."""
+    """One page of a task's succeeded answers with their records, in order (only those
+    whose program has not run, when ``unexecuted``)."""
+    only = " AND s.execution IS NULL" if unexecuted else ""
     rows = conn.execute(
         f"SELECT {OUTPUT_COLUMNS} {SUBTASKS_FROM} WHERE s.task_id = ? AND s.row_id > ? "
-        "AND s.state = 'succeeded' AND s.phase = 0 ORDER BY s.row_id LIMIT ?",
+        f"AND s.state = 'succeeded' AND s.phase = 0{only} ORDER BY s.row_id LIMIT ?",
         (task_id, after_row, limit),
     ).fetchall()
     return outputs_from(rows)

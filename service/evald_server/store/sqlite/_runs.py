@@ -25,6 +25,7 @@ from evald_server.store._plans import (
 )
 from evald_server.store._records import (
     EventRow,
+    ExecutionRow,
     FinishReport,
     NewEvent,
     NewRun,
@@ -296,6 +297,15 @@ def store_sample_scores(conn: sqlite3.Connection, scores: Iterable[SampleScoreRo
     subtask's scores, correct and judgement)."""
     with transaction(conn):
         conn.executemany(_STORE_SCORES, score_values(scores))
+
+
+def store_executions(conn: sqlite3.Connection, executions: Sequence[ExecutionRow]) -> None:
+    """Code samples' runs in the sandbox, each beside its (succeeded) answer."""
+    with transaction(conn):
+        conn.executemany(
+            "UPDATE subtasks SET execution = ? WHERE row_id = ? AND phase = 0",
+            [(e.execution, e.row_id) for e in executions],
+        )
 
 
 def finish_task(conn: sqlite3.Connection, finish: TaskFinish, retain: int) -> FinishReport:

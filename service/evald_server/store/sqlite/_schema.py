@@ -215,7 +215,11 @@ _V6 = (
 # ``usage_invalid``, ``logprobs_invalid``, ...), stored with the answer; NULL: none.
 _V7 = ("ALTER TABLE subtasks ADD COLUMN answer_flags TEXT",)
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# Version 8: a code task's sample's run in the sandbox (JSON: verdict, reason, per-test
+# outcomes, ...), written when it has run: a resumed task runs only those without it.
+_V8 = ("ALTER TABLE subtasks ADD COLUMN execution TEXT",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,134 @@
+"""Code datasets end to end through the real server, the SDK and the fake provider:
+HumanEval problems answered right, wrong and with no code; the verdicts stored per
+sample; pass@1 and pass@k in the result; CreateRun refused without the sandbox."""
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from rich.console import Console
+
+from evald_cli._render import results_tables
+from evald_client import CodePayload, EvaldError, ResultStatus, RunState, SubtaskState
+from tests.code_runs._support import code_server, fenced, humaneval_records, sandbox_table
+from tests.sandbox._support import processes_of_uids, slot_uids
+
+pytestmark = pytest.mark.anyio
+
+
+def _subset() -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
+    """Six problems: three answered with their canonical solution (fenced, the whole
+    function), two with a function that returns None (HumanEval/3's check compares it:
+    an assertion fails; HumanEval/4's subtracts from it: TypeError), one with a shell
+    block only. (records, answers, verdicts)"""
+    records = humaneval_records()[:6]
+    answers: dict[str, str] = {}
+    expected: dict[str, str] = {}  # by record id: the line number (no "id" field)
+    for i, record in enumerate(records):
+        if i < 3:
+            answers[record["prompt"]] = fenced(record["prompt"] + record["canonical_solution"])
+            expected[str(i + 1)] = "passed"
+        elif i < 5:
+            wrong = f"def {record['entry_point']}(*args, **kwargs):\n    return None\n"
+            answers[record["prompt"]] = fenced(wrong)
+            expected[str(i + 1)] = "failed" if i == 3 else "error"
+        else:
+            answers[record["prompt"]] = "Run this:\n```bash\nrm -rf /\n```\n"
+            expected[str(i + 1)] = "no_program"
+    return records, answers, expected
+
+
+async def test_a_humaneval_subset_passes_and_fails_through_the_server(tmp_path: Path) -> None:
+    records, answers, expected = _subset()
+    async with code_server(tmp_path, answers) as (client, _address, _fake):
+        await client.upload_dataset(
+            name="humaneval-6", version="1.0.0", task_type="code", records=records
+        )
+        run = await client.create_run(
+            models=["fake"], datasets=[("humaneval-6", "1.0.0")], repeat=2, pass_at_k=[2]
+        )
+        with anyio.fail_after(120):
+            run = await client.wait(run.run_id)
+        assert run.state is RunState.SUCCEEDED
+        (result,) = await client.results(run.run_id)
+        samples = [s async for s in client.samples(run.run_id)]
+    assert result.status is ResultStatus.SUCCESS
+    payload = result.payload
+    assert isinstance(payload, CodePayload)
+    assert result.metrics["pass_at_1"] == pytest.approx(0.5)
+    assert result.metrics["pass_at_2"] == pytest.approx(0.5)
+    assert "pass_at_1" in result.intervals
+    assert "pass_at_2" in result.intervals
+    assert [(p.k, p.value, p.problems) for p in payload.pass_at_k] == [(1, 0.5, 6), (2, 0.5, 6)]
+    counts = {v.verdict: v.samples for v in payload.verdicts}
+    assert counts == {
+        "passed": 6,
+        "failed": 2,
+        "error": 2,
+        "timeout": 0,
+        "resource_limit": 0,
+        "no_program": 2,
+    }
+    assert payload.problems == 6
+    assert len(samples) == 12
+    for sample in samples:
+        assert sample.state is SubtaskState.SUCCEEDED
+        assert sample.execution is not None
+        assert sample.execution.verdict == expected[sample.record_id], sample.execution
+        assert sample.scores["passed"] == (1.0 if sample.execution.passed else 0.0)
+    failed = next(s for s in samples if s.execution and s.execution.verdict == "failed")
+    assert failed.execution is not None
+    assert failed.execution.error_type == "AssertionError"
+    assert failed.execution.extraction_rule == "fence"
+    error = next(s for s in samples if s.execution and s.execution.verdict == "error")
+    assert error.execution is not None
+    assert error.execution.error_type == "TypeError"
+    assert "TypeError" in error.execution.traceback
+    assert len(error.execution.traceback) <= 4000
+    assert processes_of_uids(slot_uids()) == []
+    # `evald results` shows the code payload: pass@k with intervals, and the verdicts.
+    console = Console(width=200, record=True)
+    for table in results_tables([result]):
+        console.print(table)
+    shown = console.export_text()
+    assert "humaneval-6@1.0.0 (code)" in shown
+    assert "pass_at_1" in shown
+    assert "pass_at_2" in shown
+    assert "passed 6" in shown
+    assert "no_program 2" in shown
+
+
+async def test_create_run_is_refused_while_the_sandbox_is_off(tmp_path: Path) -> None:
+    records, answers, _ = _subset()
+    off = sandbox_table(enabled=False)
+    async with code_server(tmp_path, answers, sandbox=off) as (client, _address, _fake):
+        await client.upload_dataset(name="he", version="1.0.0", task_type="code", records=records)
+        with pytest.raises(EvaldError) as caught:
+            await client.create_run(models=["fake"], datasets=[("he", "1.0.0")])
+        assert caught.value.code == "FAILED_PRECONDITION"
+        assert caught.value.reason == "SANDBOX_UNAVAILABLE"
+        assert "[sandbox] enabled = false" in str(caught.value)
+
+
+async def test_create_run_is_refused_when_bubblewrap_is_missing(tmp_path: Path) -> None:
+    records, answers, _ = _subset()
+    broken = sandbox_table(bwrap="/usr/bin/no-such-bwrap")
+    async with code_server(tmp_path, answers, sandbox=broken) as (client, _address, _fake):
+        await client.upload_dataset(name="he", version="1.0.0", task_type="code", records=records)
+        with pytest.raises(EvaldError) as caught:
+            await client.create_run(models=["fake"], datasets=[("he", "1.0.0")])
+        assert caught.value.reason == "SANDBOX_UNAVAILABLE"
+        assert "bubblewrap is missing: no executable /usr/bin/no-such-bwrap" in str(caught.value)
+
+
+async def test_a_bad_code_record_fails_the_upload_and_stores_nothing(tmp_path: Path) -> None:
+    records, answers, _ = _subset()
+    bad = [records[0], {"prompt": "def f():\n", "test": "assert True", "entry_point": "f"}]
+    async with code_server(tmp_path, answers) as (client, _address, _fake):
+        with pytest.raises(EvaldError) as caught:
+            await client.upload_dataset(name="he", version="1.0.0", task_type="code", records=bad)
+        assert caught.value.code == "INVALID_ARGUMENT"
+        assert "line 2" in str(caught.value)
+        assert "check(candidate)" in str(caught.value)
+        assert [d async for d in client.list_datasets()] == []
