@@ -177,6 +177,7 @@ async def _create(
         choice_scoring=spec.choice_scoring,
         judge=spec.judge_options(),
         response_cache=spec.response_cache if cache is None else cache,
+        reducers=spec.reducers,
     )
 
 

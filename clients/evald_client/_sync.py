@@ -34,6 +34,7 @@ from evald_client._models import (
     JudgeOptions,
     Model,
     PromptOptions,
+    Reducer,
     RetryOutcome,
     RetryPolicy,
     Run,
@@ -235,6 +236,7 @@ class EvaldClient:
         budget: Budget | None = None,
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
+        reducers: Sequence[Reducer | str] = (),
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -254,6 +256,7 @@ class EvaldClient:
                 budget=budget,
                 judge=judge,
                 response_cache=response_cache,
+                reducers=reducers,
             )
         )
 

@@ -26,6 +26,7 @@ from evald_server.domain import (
 from evald_server.engine._cost import RunBudget
 from evald_server.engine._dataset_options import DatasetOptions, options_problems
 from evald_server.engine._judge_spec import JudgeSpec
+from evald_server.engine._reducer_spec import MAX_REDUCERS, ReducerSpec, reducer_problems
 from evald_server.engine._retry_policy import RetryPolicy
 
 MAX_REPEAT = 100
@@ -64,6 +65,7 @@ class RunSpec:
     budget: RunBudget = field(default_factory=RunBudget)  # max_cost_usd / max_tokens
     judge: JudgeSpec | None = None  # model-graded scoring of every answer
     response_cache: bool = False  # answer from (and fill) the response cache
+    reducers: tuple[ReducerSpec, ...] = ()  # over each record's repeats (_reducer_spec)
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -107,6 +109,8 @@ class RunSpec:
             data["judge"] = self.judge.to_json()
         if self.response_cache:
             data["response_cache"] = True
+        if self.reducers:
+            data["reducers"] = [r.to_json() for r in self.reducers]
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -172,6 +176,7 @@ class RunSpec:
             budget=RunBudget.from_json(data.get("budget", {})),
             judge=None if data.get("judge") is None else JudgeSpec.from_json(data["judge"]),
             response_cache=bool(data.get("response_cache", False)),
+            reducers=tuple(ReducerSpec.from_json(r) for r in data.get("reducers", ())),
         )
 
     def body_hash(self) -> str:
@@ -204,6 +209,8 @@ def _dataset_problems(spec: RunSpec) -> list[tuple[str, str]]:
         problems.extend(spec.prompt.problems("prompt"))
     if spec.judge is not None:
         problems.extend(spec.judge.problems("judge"))
+    if isinstance(spec.repeat, int) and 1 <= spec.repeat <= MAX_REPEAT:
+        problems.extend(reducer_problems(spec.reducers, spec.repeat))
     return problems
 
 
@@ -228,6 +235,7 @@ LIST_BOUNDS: tuple[ListBound, ...] = (
     ListBound("params.stop", 16, 256, lambda s: () if s.params is None else s.params.stop),
     ListBound("labels", MAX_LABELS, None, lambda s: s.labels),  # keys and values: below
     ListBound("dataset_options", MAX_DATASETS, None, lambda s: s.dataset_options),
+    ListBound("reducers", MAX_REDUCERS, None, lambda s: s.reducers),
 )
 _STOP = LIST_BOUNDS[3]  # a dataset's own stop strings are bounded as the run's are
 

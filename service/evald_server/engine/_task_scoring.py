@@ -49,9 +49,11 @@ from evald_server.scoring import (
     UNSCORABLE_FLAG,
     EncodedPage,
     EncodedSample,
+    ReducedMetric,
     SampleSource,
     ScoreReport,
     ScoringFailure,
+    reduce_samples,
 )
 from evald_server.store import (
     EventRow,
@@ -171,6 +173,7 @@ class TaskScorer:
                     metrics={**report.metrics, **judging.metrics},
                     uncertainty={**report.uncertainty, **judging.uncertainty},
                 )
+        reduced = await _reduce(report, spec, dataset.record_count)
         scoring_time = time.perf_counter() - started
         errors.extend(failure_errors(inputs.failure_reasons))
         errors.extend(judge_errors)
@@ -202,6 +205,7 @@ class TaskScorer:
             if spec.judge is None or models.judge is None
             else _judge_provenance(models.judge, spec.judge, judging),
             judge_profile=judge_profile,
+            reduced=reduced,
         )
         scores: Iterable[SampleScoreRow] = _sample_rows(report, judging)
         body = evaluation.to_json()
@@ -256,6 +260,24 @@ class TaskScorer:
         return await anyio.to_thread.run_sync(
             functools.partial(judge_answers, rows, spec, answered=answered, seed=seed)
         )
+
+
+async def _reduce(
+    report: ScoreReport | None, spec: RunSpec, records: int
+) -> tuple[ReducedMetric, ...]:
+    """The run's reducers over the task's records (off the event loop: a bootstrap
+    each); none without a report or a per-sample correctness."""
+    if not spec.reducers or report is None or report.correctness is None:
+        return ()
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            reduce_samples,
+            report.correctness,
+            [r.asked() for r in spec.reducers],
+            records_expected=records,
+            seed=spec.seed,
+        )
+    )
 
 
 def _sample_rows(
