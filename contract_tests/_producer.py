@@ -135,7 +135,10 @@ def run() -> run_pb2.Run:
                 generation_overrides=model_pb2.GenerationParams(temperature=0.0),
             ),
             response_cache=True,
-            pass_at_k=[1, 5],
+            reducers=[
+                run_pb2.Reducer(kind=enums_pb2.REDUCER_KIND_PASS_AT_K, k=2),
+                run_pb2.Reducer(kind=enums_pb2.REDUCER_KIND_MAJORITY),
+            ],
         ),
         state=enums_pb2.RUN_STATE_RUNNING,
         progress=_progress(),

@@ -137,6 +137,22 @@ def _shell(task_type: str, payload: Message) -> result_pb2.TaskEvaluationResult:
             cache_hits=0,
             cost=run_pb2.Cost(cost_usd=0.0031, estimated=False, tokens=17940, priced=True),
         ),
+        reduced_metrics=[
+            result_pb2.ReducedMetric(
+                name="pass@2",
+                value=0.75,
+                interval=result_pb2.MetricInterval(
+                    lower=0.6,
+                    upper=0.88,
+                    confidence_level=0.95,
+                    method=result_pb2.INTERVAL_METHOD_BOOTSTRAP_PERCENTILE,
+                    resamples=1000,
+                    seed=0,
+                ),
+                records=39,
+                records_skipped=1,
+            )
+        ],
         repeat_stats=result_pb2.RepeatStats(
             repeats=2, records=39, mean_within_record_stddev=0.125, consistent_record_fraction=0.9
         ),

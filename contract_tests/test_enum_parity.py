@@ -26,6 +26,7 @@ from evald_server.domain import (
     TaskState,
     TaskType,
 )
+from evald_server.scoring import Reducer
 
 MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (TaskType, enums_pb2.TaskType.DESCRIPTOR),
@@ -41,6 +42,7 @@ MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (ChoiceScoring, enums_pb2.ChoiceScoring.DESCRIPTOR),
     (JudgeScoreFormat, enums_pb2.JudgeScoreFormat.DESCRIPTOR),
     (FinishReason, sample_pb2.FinishReason.DESCRIPTOR),
+    (Reducer, enums_pb2.ReducerKind.DESCRIPTOR),
 ]
 # Enums that exist only on the wire: they describe results, not server state.
 PROTO_ONLY = {"evald.v1.IntervalMethod"}

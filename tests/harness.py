@@ -24,6 +24,9 @@ from evald_server.api import READY_PREFIX, serve
 from evald_server.config import ServerConfig, parse_config
 
 LISTENING = READY_PREFIX
+# How long a server process may take to print its ready line: a bound on a hang, not a
+# speed. Importing the server alone took 24 s of wall time (1.7 s of CPU) at load 17.
+START_TIMEOUT_S = 120.0
 
 
 def config_data(
@@ -143,7 +146,7 @@ class ServerProcess:
         self.address = ""
         self.stderr_path = config_path.with_suffix(f".{os.getpid()}.stderr")
 
-    def start(self, timeout_s: float = 30.0) -> str:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
         stderr = self.stderr_path.open("a")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "evald_server.api", "--config", str(self.config_path)],

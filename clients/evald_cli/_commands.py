@@ -177,7 +177,7 @@ async def _create(
         choice_scoring=spec.choice_scoring,
         judge=spec.judge_options(),
         response_cache=spec.response_cache if cache is None else cache,
-        pass_at_k=spec.pass_at_k,
+        reducers=spec.reducers,
     )
 
 

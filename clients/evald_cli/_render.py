@@ -136,6 +136,18 @@ def _metric_cell(result: TaskResult, name: str, deltas: Deltas) -> Text:
     return text
 
 
+def _reduced_cell(result: TaskResult, name: str) -> Text:
+    """A reducer's value, its interval beneath, and the records it left out."""
+    metric = next((m for m in result.reduced if m.name == name), None)
+    if metric is None:
+        return Text("")
+    text = Text(f"{metric.value:.3f}")
+    text.append(f"\n{metric.interval.lower:.2f}–{metric.interval.upper:.2f}", style="dim")
+    if metric.records_skipped:
+        text.append(f"\n{metric.records_skipped} skipped", style="yellow")
+    return text
+
+
 def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) -> list[Table]:
     """One table per dataset version, one row per model, one column per score (with its
     95 % interval beneath and, given ``deltas``, the change against a baseline run:
@@ -152,6 +164,10 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
         table.add_column("status")
         for metric in metrics:
             table.add_column(metric, justify="right")
+        # The run's reducers over repeats (pass@5, majority …), in the order asked.
+        reduced = list(dict.fromkeys(m.name for r in group for m in r.reduced))
+        for name in reduced:
+            table.add_column(name, justify="right")
         for column in ("ok/total", "cut/empty", "p50 ms", "p99 ms"):
             table.add_column(column, justify="right")
         # Cost where something was spent (a price, or tokens counted): the column is
@@ -176,6 +192,7 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
                 r.model.model_id,
                 Text(r.status.value, style=_STATUS_STYLE.get(r.status, "")),
                 *(_metric_cell(r, metric, deltas or {}) for metric in metrics),
+                *(_reduced_cell(r, name) for name in reduced),
                 _answered(r),
                 _cut_and_empty(profile.samples_truncated, profile.samples_empty),
                 f"{profile.latency_p50_ms:.0f}" if measured else "",

@@ -8,6 +8,7 @@ Example (TOML)::
     max_concurrency = 8
     repeat = 1
     choice_scoring = "text"         # multiple-choice datasets: "text" or "logprobs"
+    reducers = ["pass@1", "majority"]  # over each record's repeats; pass@k needs k <= repeat
 
     [prompt]                        # every dataset of the run (replaces the upload's)
     system_message = "You are a careful expert."
@@ -28,7 +29,6 @@ Example (TOML)::
     team = "search"
 
     response_cache = true           # answer from (and fill) the server's response cache
-    pass_at_k = [5, 10]             # code datasets: pass@k for these k (<= repeat); pass@1 always
 
     [judge]                         # model-graded scoring of every answer
     model = "judge-large"
@@ -67,6 +67,7 @@ from evald_client import (
     JudgeOptions,
     JudgeScoreFormat,
     PromptOptions,
+    Reducer,
     RetryPolicy,
     ShotFormat,
 )
@@ -86,6 +87,11 @@ def _from_ref(value: object) -> object:
     if not (sep and name and version):
         raise ValueError(f"{value!r} is not 'name@version'")
     return {"name": name, "version": version}
+
+
+def _reducer(value: object) -> object:
+    """``"pass@5"`` (``pass^K``, ``majority``, ``mean``) → a ``Reducer``."""
+    return Reducer.parse(value) if isinstance(value, str) else value
 
 
 class _RefEntry(_Strict):
@@ -198,7 +204,7 @@ class RunSpecFile(_Strict):
     choice_scoring: Literal["text", "logprobs"] | None = None
     judge: _JudgeEntry | None = None
     response_cache: bool = False
-    pass_at_k: list[Annotated[int, Field(ge=1)]] = []
+    reducers: list[Annotated[Reducer, BeforeValidator(_reducer)]] = []
 
     def judge_options(self) -> JudgeOptions | None:
         return None if self.judge is None else self.judge.options()

@@ -29,6 +29,7 @@ from evald_client._convert_requests import (
     generation_to_proto,
     judge_options_to_proto,
     prompt_to_proto,
+    reducer_to_proto,
     retry_policy_to_proto,
 )
 from evald_client._convert_results import result_from_proto
@@ -50,6 +51,7 @@ from evald_client._models import (
     JudgeOptions,
     Model,
     PromptOptions,
+    Reducer,
     RetryOutcome,
     RetryPolicy,
     Run,
@@ -241,7 +243,7 @@ class AsyncEvaldClient:
         budget: Budget | None = None,
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
-        pass_at_k: Sequence[int] = (),
+        reducers: Sequence[Reducer | str] = (),
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
@@ -250,8 +252,9 @@ class AsyncEvaldClient:
         ``choice_scoring``, which apply to every dataset of the run). ``budget`` caps
         what the run may spend (cost in USD, tokens). ``judge`` grades every answer with
         a judge model; ``response_cache`` answers from (and fills) the server's
-        response cache; ``pass_at_k`` lists the ks of pass@k reported for code datasets
-        (each at most ``repeat``; pass@1 always is).
+        response cache. ``reducers`` (``Reducer`` or its spelling: ``"pass@5"``,
+        ``"pass^3"``, ``"majority"``, ``"mean"``) are reported over each record's
+        repeats by every task (``TaskResult.reduced``).
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -277,7 +280,9 @@ class AsyncEvaldClient:
         if judge is not None:
             spec.judge.CopyFrom(judge_options_to_proto(judge))
         spec.response_cache = response_cache
-        spec.pass_at_k.extend(pass_at_k)
+        spec.reducers.extend(
+            reducer_to_proto(r if isinstance(r, Reducer) else Reducer.parse(r)) for r in reducers
+        )
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return run_from_proto(response.run)

@@ -14,6 +14,7 @@ from evald_client._models import (
     GenerationParams,
     JudgeOptions,
     PromptOptions,
+    Reducer,
     RetryPolicy,
 )
 
@@ -72,6 +73,11 @@ def prompt_to_proto(options: PromptOptions) -> dataset_pb2.PromptOptions:
     if options.shots_from is not None:
         message.shots_from.CopyFrom(dataset_ref_to_proto(options.shots_from))
     return message
+
+
+def reducer_to_proto(reducer: Reducer) -> run_pb2.Reducer:
+    kind = enum_to_proto(reducer.kind, enums_pb2.ReducerKind, "REDUCER_KIND_")
+    return run_pb2.Reducer(kind=kind, k=reducer.k or 0)
 
 
 def choice_scoring_to_proto(scoring: ChoiceScoring) -> enums_pb2.ChoiceScoring:

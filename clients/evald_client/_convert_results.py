@@ -42,6 +42,7 @@ from evald_client._results import (
     Payload,
     Provenance,
     QaPayload,
+    ReducedMetric,
     RepeatStats,
     RougeScore,
     SubjectAccuracy,
@@ -256,4 +257,14 @@ def result_from_proto(message: result_pb2.TaskEvaluationResult) -> TaskResult:
         judge_execution=_execution(message.judge_execution_profile)
         if message.HasField("judge_execution_profile")
         else None,
+        reduced=tuple(
+            ReducedMetric(
+                name=r.name,
+                value=r.value,
+                interval=interval_from_proto(r.interval),
+                records=r.records,
+                records_skipped=r.records_skipped,
+            )
+            for r in message.reduced_metrics
+        ),
     )

@@ -16,7 +16,14 @@ from evald_client._convert_common import (
     task_type_from_proto,
     timestamp,
 )
-from evald_client._enums import ChoiceScoring, FinishReason, ShotFormat, SubtaskState, TaskState
+from evald_client._enums import (
+    ChoiceScoring,
+    FinishReason,
+    ReducerKind,
+    ShotFormat,
+    SubtaskState,
+    TaskState,
+)
 from evald_client._models import (
     Budget,
     CodeExecution,
@@ -28,6 +35,7 @@ from evald_client._models import (
     JudgeOptions,
     Model,
     PromptOptions,
+    Reducer,
     RetryPolicy,
     Run,
     RunProgress,
@@ -168,7 +176,13 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
         else None,
         judge=judge_options_from_proto(message.judge) if message.HasField("judge") else None,
         response_cache=message.response_cache,
-        pass_at_k=tuple(message.pass_at_k),
+        reducers=tuple(
+            Reducer(
+                enum_from_proto(ReducerKind, enums_pb2.ReducerKind, r.kind, "REDUCER_KIND_"),
+                r.k or None,
+            )
+            for r in message.reducers
+        ),
     )
 
 

@@ -38,6 +38,16 @@ class ChoiceScoring(StrEnum):
     LOGPROBS = "logprobs"
 
 
+class ReducerKind(StrEnum):
+    """A reducer over a record's repeats: pass@k, pass^k, majority vote, mean."""
+
+    UNSPECIFIED = "unspecified"
+    PASS_AT_K = "pass_at_k"
+    PASS_HAT_K = "pass_hat_k"
+    MAJORITY = "majority"
+    MEAN = "mean"
+
+
 class JudgeScoreFormat(StrEnum):
     """What a judge model answers with: a pass/fail verdict, or a score on a scale."""
 

@@ -13,6 +13,7 @@ from evald_client._enums import (
     ErrorCategory,
     FinishReason,
     JudgeScoreFormat,
+    ReducerKind,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -31,6 +32,45 @@ class GenerationParams:
     top_p: float | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()
+
+
+_REDUCER_SPELLING = {
+    ReducerKind.PASS_AT_K: "pass@",
+    ReducerKind.PASS_HAT_K: "pass^",
+    ReducerKind.MAJORITY: "majority",
+    ReducerKind.MEAN: "mean",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reducer:
+    """A reducer over each record's repeats: ``Reducer.parse("pass@5")``, ``"pass^3"``,
+    ``"majority"`` or ``"mean"``; ``k`` (pass@k, pass^k) is at most the run's repeat."""
+
+    kind: ReducerKind
+    k: int | None = None
+
+    @property
+    def name(self) -> str:
+        """As the result names it: ``pass@5``, ``pass^3``, ``majority``, ``mean``."""
+        spelling = _REDUCER_SPELLING.get(self.kind, self.kind.value)
+        return spelling + ("" if self.k is None else str(self.k))
+
+    @classmethod
+    def parse(cls, text: str) -> "Reducer":
+        """``pass@K``, ``pass^K``, ``majority`` or ``mean``; ``ValueError`` otherwise."""
+        text = text.strip()
+        for kind in (ReducerKind.PASS_AT_K, ReducerKind.PASS_HAT_K):
+            prefix = _REDUCER_SPELLING[kind]
+            if text.startswith(prefix):
+                digits = text[len(prefix) :]
+                if not digits.isdigit():
+                    raise ValueError(f"reducer {text!r}: {prefix}K needs a whole number K")
+                return cls(kind, int(digits))
+        for kind in (ReducerKind.MAJORITY, ReducerKind.MEAN):
+            if text == kind.value:
+                return cls(kind)
+        raise ValueError(f"unknown reducer {text!r} (pass@K, pass^K, majority, mean)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,7 +282,7 @@ class RunSpec:
     budget: Budget | None = None
     judge: JudgeOptions | None = None
     response_cache: bool = False
-    pass_at_k: tuple[int, ...] = ()  # ks of pass@k for code datasets (pass@1 always)
+    reducers: tuple[Reducer, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -42,6 +42,19 @@ class MetricInterval:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReducedMetric:
+    """A reducer over each record's repeats, averaged over records: its name
+    (``pass@5``), value, 95 % bootstrap interval over records, the records it is the
+    mean over and those left out (fewer than k scored samples)."""
+
+    name: str
+    value: float
+    interval: MetricInterval
+    records: int
+    records_skipped: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetricUncertainty:
     """A metric's bootstrap and (where a closed form applies) analytic interval."""
 
@@ -334,3 +347,5 @@ class TaskResult:
     created_time: datetime | None
     payload: Payload | None
     judge_execution: ExecutionProfile | None = None  # the judge's calls, counted apart
+    # The run's reducers over each record's repeats (``pass@5``, ``majority`` …).
+    reduced: tuple[ReducedMetric, ...] = ()

@@ -34,6 +34,7 @@ from evald_client._models import (
     JudgeOptions,
     Model,
     PromptOptions,
+    Reducer,
     RetryOutcome,
     RetryPolicy,
     Run,
@@ -235,7 +236,7 @@ class EvaldClient:
         budget: Budget | None = None,
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
-        pass_at_k: Sequence[int] = (),
+        reducers: Sequence[Reducer | str] = (),
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -255,7 +256,7 @@ class EvaldClient:
                 budget=budget,
                 judge=judge,
                 response_cache=response_cache,
-                pass_at_k=pass_at_k,
+                reducers=reducers,
             )
         )
 

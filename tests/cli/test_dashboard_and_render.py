@@ -5,6 +5,7 @@ import json
 
 from rich.console import Console
 
+from evald.v1 import result_pb2
 from evald_cli._dashboard import Dashboard, RunView, render
 from evald_cli._render import jsonable, results_tables
 from evald_client import RunState, SampleFailed, TaskScored
@@ -119,6 +120,23 @@ def test_results_tables_group_by_dataset_and_json_names_the_payload_kind() -> No
     assert data[0]["payload"]["kind"] == "classification"
     assert data[0]["task_type"] == "classification"
     assert data[0]["execution"]["ttft_p99_ms"] is None
+
+
+def test_results_tables_show_the_reducers_with_their_interval_and_skipped_records() -> None:
+    plain = _protos.result("t-1", "m-1")
+    reduced = _protos.result("t-2", "m-2")
+    reduced.reduced_metrics.add(
+        name="pass@5",
+        value=0.8125,
+        interval=result_pb2.MetricInterval(lower=0.7, upper=0.9),
+        records=16,
+        records_skipped=2,
+    )
+    (table,) = results_tables([result_from_proto(r) for r in (plain, reduced)])
+    headers = [c.header for c in table.columns]
+    assert "pass@5" in headers
+    cells = [str(c) for c in table.columns[headers.index("pass@5")].cells]
+    assert cells == ["", "0.812\n0.70–0.90\n2 skipped"]
 
 
 def test_a_task_without_answered_samples_shows_no_latency() -> None:

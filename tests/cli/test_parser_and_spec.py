@@ -15,6 +15,8 @@ from evald_client import (
     DatasetRef,
     GenerationParams,
     PromptOptions,
+    Reducer,
+    ReducerKind,
     RetryPolicy,
     ShotFormat,
 )
@@ -145,18 +147,6 @@ def test_json_spec(tmp_path: Path) -> None:
     _check_full_spec(path)
 
 
-def test_a_spec_asks_for_pass_at_k_of_its_code_datasets(tmp_path: Path) -> None:
-    path = tmp_path / "run.toml"
-    path.write_text(
-        'models = ["m"]\ndatasets = ["humaneval@1.0.0"]\nrepeat = 10\npass_at_k = [5, 10]\n',
-        encoding="utf-8",
-    )
-    assert load_spec(path).pass_at_k == [5, 10]
-    path.write_text('models = ["m"]\ndatasets = ["d@1"]\npass_at_k = [0]\n', encoding="utf-8")
-    with pytest.raises(CliError, match=r"pass_at_k\[0\]: Input should be greater than"):
-        load_spec(path)
-
-
 def test_minimal_spec_leaves_the_rest_to_the_server(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_text('{"models": ["m"], "datasets": ["d@1"]}', encoding="utf-8")
@@ -185,6 +175,8 @@ def test_minimal_spec_leaves_the_rest_to_the_server(tmp_path: Path) -> None:
             '{"models": ["m"], "datasets": ["d@1"], "generation": {"top_p": 0}}',
             "generation.top_p",
         ),
+        ("a.json", '{"models": ["m"], "datasets": ["d@1"], "reducers": ["pass@x"]}', "pass@K"),
+        ("a.json", '{"models": ["m"], "datasets": ["d@1"], "reducers": ["best"]}', "'best'"),
         ("a.json", '{"models": ["m"],', "invalid JSON"),
         ("a.toml", "models = [", "invalid TOML"),
         ("a.json", "[1, 2]", "a run spec is a table/object, not list"),
@@ -202,6 +194,23 @@ def test_bad_specs_fail_with_one_line_naming_the_problem(
     assert expected in message
     assert message.startswith(str(path))
     assert "\n" not in message
+
+
+def test_reducers_in_a_spec(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'models = ["m"]\ndatasets = ["d@1"]\nrepeat = 5\n'
+        'reducers = ["pass@1", "pass^5", "majority", "mean"]\n',
+        encoding="utf-8",
+    )
+    spec = load_spec(path)
+    assert spec.reducers == [
+        Reducer(ReducerKind.PASS_AT_K, 1),
+        Reducer(ReducerKind.PASS_HAT_K, 5),
+        Reducer(ReducerKind.MAJORITY),
+        Reducer(ReducerKind.MEAN),
+    ]
+    assert [r.name for r in spec.reducers] == ["pass@1", "pass^5", "majority", "mean"]
 
 
 def test_a_bad_spec_exits_1_with_one_line_before_contacting_anyone(

@@ -46,7 +46,7 @@ async def test_a_humaneval_subset_passes_and_fails_through_the_server(tmp_path: 
             name="humaneval-6", version="1.0.0", task_type="code", records=records
         )
         run = await client.create_run(
-            models=["fake"], datasets=[("humaneval-6", "1.0.0")], repeat=2, pass_at_k=[2]
+            models=["fake"], datasets=[("humaneval-6", "1.0.0")], repeat=2, reducers=["pass@2"]
         )
         with anyio.fail_after(120):
             run = await client.wait(run.run_id)

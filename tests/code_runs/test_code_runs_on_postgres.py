@@ -28,7 +28,7 @@ async def test_a_code_run_stores_its_verdicts_on_postgresql(tmp_path: Path, pg_u
     ):
         await client.upload_dataset(name="he", version="1.0.0", task_type="code", records=records)
         run = await client.create_run(
-            models=["fake"], datasets=[("he", "1.0.0")], repeat=2, pass_at_k=[2]
+            models=["fake"], datasets=[("he", "1.0.0")], repeat=2, reducers=["pass@2"]
         )
         with anyio.fail_after(120):
             run = await client.wait(run.run_id)

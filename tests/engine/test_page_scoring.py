@@ -97,7 +97,7 @@ async def test_a_task_scored_page_by_page_keeps_the_whole_task_result(tmp_path: 
     kept, whole, scores, pages_scored, fallbacks = await _scored_run(tmp_path, late_label=False)
     assert pages_scored >= 1  # the rest is scored as one last page with the aggregation
     assert fallbacks == 0
-    assert kept == dataclasses.replace(whole, sample_scores=[])
+    assert kept == dataclasses.replace(whole, sample_scores=[], correctness=None)
     assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}
 
 
@@ -108,7 +108,7 @@ async def test_a_qa_task_is_scored_page_by_page_too(tmp_path: Path) -> None:
     )
     assert pages_scored >= 1
     assert fallbacks == 0
-    assert kept == dataclasses.replace(whole, sample_scores=[])
+    assert kept == dataclasses.replace(whole, sample_scores=[], correctness=None)
     assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}
 
 
@@ -117,7 +117,7 @@ async def test_a_label_seen_only_at_the_end_scores_the_task_whole(tmp_path: Path
     assert pages_scored > 0
     assert fallbacks == 1
     assert "odd" in kept.payload.labels  # type: ignore[union-attr]
-    assert kept == dataclasses.replace(whole, sample_scores=[])
+    assert kept == dataclasses.replace(whole, sample_scores=[], correctness=None)
     assert scores == {s.subtask_id: s.scores for s in whole.sample_scores}
 
 

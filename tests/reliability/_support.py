@@ -19,7 +19,14 @@ from typing import Any
 import anyio
 import psutil
 
-from tests.harness import LISTENING, ServerProcess, _readline_within, config_data, write_config
+from tests.harness import (
+    LISTENING,
+    START_TIMEOUT_S,
+    ServerProcess,
+    _readline_within,
+    config_data,
+    write_config,
+)
 
 COUNTERS = ("pending", "running", "succeeded", "failed", "failed_permanent", "cancelled")
 TERMINAL = frozenset({"succeeded", "failed_permanent", "cancelled"})
@@ -63,7 +70,7 @@ class LoggingServerProcess(ServerProcess):
         super().__init__(config_path, **options)
         self.log_level = log_level
 
-    def start(self, timeout_s: float = 30.0) -> str:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
         stderr = self.stderr_path.open("a")
         command = [sys.executable, "-m", "evald_server.api", "--config", str(self.config_path)]
         self.process = subprocess.Popen(

@@ -71,6 +71,14 @@ class ResultStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESULT_STATUS_PARTIAL_SUCCESS: _ClassVar[ResultStatus]
     RESULT_STATUS_FAILED: _ClassVar[ResultStatus]
     RESULT_STATUS_CANCELLED: _ClassVar[ResultStatus]
+
+class ReducerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REDUCER_KIND_UNSPECIFIED: _ClassVar[ReducerKind]
+    REDUCER_KIND_PASS_AT_K: _ClassVar[ReducerKind]
+    REDUCER_KIND_PASS_HAT_K: _ClassVar[ReducerKind]
+    REDUCER_KIND_MAJORITY: _ClassVar[ReducerKind]
+    REDUCER_KIND_MEAN: _ClassVar[ReducerKind]
 TASK_TYPE_UNSPECIFIED: TaskType
 TASK_TYPE_CLASSIFICATION: TaskType
 TASK_TYPE_QA: TaskType
@@ -115,3 +123,8 @@ RESULT_STATUS_SUCCESS: ResultStatus
 RESULT_STATUS_PARTIAL_SUCCESS: ResultStatus
 RESULT_STATUS_FAILED: ResultStatus
 RESULT_STATUS_CANCELLED: ResultStatus
+REDUCER_KIND_UNSPECIFIED: ReducerKind
+REDUCER_KIND_PASS_AT_K: ReducerKind
+REDUCER_KIND_PASS_HAT_K: ReducerKind
+REDUCER_KIND_MAJORITY: ReducerKind
+REDUCER_KIND_MEAN: ReducerKind

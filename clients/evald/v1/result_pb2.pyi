@@ -29,7 +29,7 @@ INTERVAL_METHOD_WILSON: IntervalMethod
 INTERVAL_METHOD_NORMAL: IntervalMethod
 
 class TaskEvaluationResult(_message.Message):
-    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "judge_execution_profile", "classification", "qa", "ner", "summarization", "generation", "multiple_choice", "code")
+    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "judge_execution_profile", "reduced_metrics", "classification", "qa", "ner", "summarization", "generation", "multiple_choice", "code")
     class MetricsSummaryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class TaskEvaluationResult(_message.Message):
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     CREATED_TIME_FIELD_NUMBER: _ClassVar[int]
     JUDGE_EXECUTION_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    REDUCED_METRICS_FIELD_NUMBER: _ClassVar[int]
     CLASSIFICATION_FIELD_NUMBER: _ClassVar[int]
     QA_FIELD_NUMBER: _ClassVar[int]
     NER_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +80,7 @@ class TaskEvaluationResult(_message.Message):
     provenance: Provenance
     created_time: _timestamp_pb2.Timestamp
     judge_execution_profile: ExecutionProfile
+    reduced_metrics: _containers.RepeatedCompositeFieldContainer[ReducedMetric]
     classification: _payloads_pb2.ClassificationPayload
     qa: _payloads_pb2.QaPayload
     ner: _payloads_pb2.NerPayload
@@ -86,7 +88,21 @@ class TaskEvaluationResult(_message.Message):
     generation: _payloads_pb2.GenerationPayload
     multiple_choice: _payloads_pb2.MultipleChoicePayload
     code: _payloads_pb2.CodePayload
-    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., judge_execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ..., code: _Optional[_Union[_payloads_pb2.CodePayload, _Mapping]] = ...) -> None: ...
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., judge_execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., reduced_metrics: _Optional[_Iterable[_Union[ReducedMetric, _Mapping]]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ..., code: _Optional[_Union[_payloads_pb2.CodePayload, _Mapping]] = ...) -> None: ...
+
+class ReducedMetric(_message.Message):
+    __slots__ = ("name", "value", "interval", "records", "records_skipped")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: float
+    interval: MetricInterval
+    records: int
+    records_skipped: int
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ..., interval: _Optional[_Union[MetricInterval, _Mapping]] = ..., records: _Optional[int] = ..., records_skipped: _Optional[int] = ...) -> None: ...
 
 class BenchmarkRef(_message.Message):
     __slots__ = ("name", "benchmark_version", "content_sha256", "record_count", "dataset_id")

@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunSpec(_message.Message):
-    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels", "dataset_options", "prompt", "choice_scoring", "budget", "judge", "response_cache", "pass_at_k")
+    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels", "dataset_options", "prompt", "choice_scoring", "budget", "judge", "response_cache", "reducers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,7 +37,7 @@ class RunSpec(_message.Message):
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_CACHE_FIELD_NUMBER: _ClassVar[int]
-    PASS_AT_K_FIELD_NUMBER: _ClassVar[int]
+    REDUCERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     model_ids: _containers.RepeatedScalarFieldContainer[str]
     datasets: _containers.RepeatedCompositeFieldContainer[_dataset_pb2.DatasetRef]
@@ -52,8 +52,16 @@ class RunSpec(_message.Message):
     budget: RunBudget
     judge: JudgeSpec
     response_cache: bool
-    pass_at_k: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ..., judge: _Optional[_Union[JudgeSpec, _Mapping]] = ..., response_cache: _Optional[bool] = ..., pass_at_k: _Optional[_Iterable[int]] = ...) -> None: ...
+    reducers: _containers.RepeatedCompositeFieldContainer[Reducer]
+    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ..., judge: _Optional[_Union[JudgeSpec, _Mapping]] = ..., response_cache: _Optional[bool] = ..., reducers: _Optional[_Iterable[_Union[Reducer, _Mapping]]] = ...) -> None: ...
+
+class Reducer(_message.Message):
+    __slots__ = ("kind", "k")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    kind: _enums_pb2.ReducerKind
+    k: int
+    def __init__(self, kind: _Optional[_Union[_enums_pb2.ReducerKind, str]] = ..., k: _Optional[int] = ...) -> None: ...
 
 class RunBudget(_message.Message):
     __slots__ = ("max_cost_usd", "max_tokens")

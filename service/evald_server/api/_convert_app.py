@@ -5,6 +5,7 @@ that every proto ⇄ domain mapping lives in the api package and nowhere else.
 """
 
 import re
+from collections.abc import Sequence
 
 from google.protobuf import json_format
 
@@ -54,7 +55,8 @@ from evald_server.domain import (
     SampleFailure,
     TaskType,
 )
-from evald_server.engine import CLASS_BUDGETS, RunBudget, generation_params
+from evald_server.engine import CLASS_BUDGETS, ReducerSpec, RunBudget, generation_params
+from evald_server.scoring import Reducer
 
 # -- requests → domain ---------------------------------------------------------------
 
@@ -167,8 +169,26 @@ def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
         budget=_budget(spec.budget) if spec.HasField("budget") else RunBudget(),
         judge=judge_from_proto(spec.judge) if spec.HasField("judge") else None,
         response_cache=spec.response_cache,
-        pass_at_k=tuple(spec.pass_at_k),
+        reducers=_reducers(spec.reducers),
     )
+
+
+def _reducers(entries: Sequence[run_pb2.Reducer]) -> tuple[ReducerSpec, ...]:
+    """The spec's reducers; a kind that is unset or unknown to this server is named
+    (RUN_SPEC_INVALID); k's rules are ``RunSpec``'s."""
+    reducers = []
+    for i, entry in enumerate(entries):
+        kind = from_proto_enum(Reducer, entry.kind)
+        if kind is None:
+            field = f"reducers[{i}].kind"
+            what = "must be one of PASS_AT_K, PASS_HAT_K, MAJORITY, MEAN"
+            raise InvalidArgument(
+                ErrorReason.RUN_SPEC_INVALID,
+                f"invalid run spec: {field}: {what}, got {entry.kind}",
+                field_violations=(FieldViolation(field, what),),
+            )
+        reducers.append(ReducerSpec(kind, entry.k or None))
+    return tuple(reducers)
 
 
 # -- domain → responses --------------------------------------------------------------
@@ -304,7 +324,9 @@ def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
     if spec.judge is not None:
         message.judge.CopyFrom(judge_to_proto(spec.judge))
     message.response_cache = spec.response_cache
-    message.pass_at_k.extend(spec.pass_at_k)
+    message.reducers.extend(
+        run_pb2.Reducer(kind=to_proto_enum(r.kind), k=r.k or 0) for r in spec.reducers
+    )
     return message
 
 

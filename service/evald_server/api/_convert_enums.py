@@ -24,6 +24,7 @@ from evald_server.domain import (
     TaskState,
     TaskType,
 )
+from evald_server.scoring import Reducer
 
 E = TypeVar("E", bound=Enum)
 
@@ -41,6 +42,7 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     ChoiceScoring: (enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
     JudgeScoreFormat: (enums_pb2.JudgeScoreFormat, "JUDGE_SCORE_FORMAT_"),
     FinishReason: (sample_pb2.FinishReason, "FINISH_REASON_"),
+    Reducer: (enums_pb2.ReducerKind, "REDUCER_KIND_"),
 }
 
 

@@ -10,7 +10,7 @@ from evald_server.api._convert_common import (
 )
 from evald_server.api._convert_enums import to_proto_enum
 from evald_server.api._convert_judge import judge_provenance_to_proto
-from evald_server.api._convert_scores import apply_score_report
+from evald_server.api._convert_scores import apply_score_report, reduced_metric_to_proto
 from evald_server.engine import ExecutionProfile, TaskEvaluation
 
 
@@ -91,6 +91,7 @@ def evaluation_to_proto(evaluation: TaskEvaluation) -> result_pb2.TaskEvaluation
         result.judge_execution_profile.CopyFrom(_profile(evaluation.judge_profile))
     if evaluation.report is not None:
         apply_score_report(evaluation.report, result)
+    result.reduced_metrics.extend(reduced_metric_to_proto(m) for m in evaluation.reduced)
     # Execution figures are headline metrics too (p99_latency_ms …), after the scorer's.
     result.metrics_summary.update(evaluation.metrics_summary)
     return result

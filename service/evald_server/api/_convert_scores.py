@@ -21,6 +21,7 @@ from evald_server.scoring import (
     NerPayload,
     Payload,
     QaPayload,
+    ReducedMetric,
     ScoreReport,
     SummarizationPayload,
     WorstExample,
@@ -42,6 +43,16 @@ def _interval(interval: MetricInterval) -> result_pb2.MetricInterval:
         method=_INTERVAL_METHODS[interval.method],
         resamples=interval.resamples,
         seed=interval.seed,
+    )
+
+
+def reduced_metric_to_proto(metric: ReducedMetric) -> result_pb2.ReducedMetric:
+    return result_pb2.ReducedMetric(
+        name=metric.name,
+        value=metric.value,
+        interval=_interval(metric.interval),
+        records=metric.records,
+        records_skipped=metric.skipped,
     )
 
 

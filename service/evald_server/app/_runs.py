@@ -46,6 +46,7 @@ from evald_server.engine import (
     effective_options,
     shot_source,
     task_prompt,
+    task_type_problems,
 )
 from evald_server.store import (
     DatasetRow,
@@ -76,6 +77,20 @@ def _check_run_choice_scoring(spec: RunSpec, datasets: Sequence[DatasetRow]) -> 
     raise field_error(
         field, message, f"invalid run spec: {field}: {message}", reason=ErrorReason.RUN_SPEC_INVALID
     )
+
+
+def _check_reducers(spec: RunSpec, datasets: Sequence[DatasetRow]) -> None:
+    """Every reducer applies to every dataset of the run: a per-sample correct answer,
+    and an answer key for majority (``scoring.CORRECTNESS``)."""
+    problems = task_type_problems(
+        spec.reducers, [(f"{d.name} {d.benchmark_version}", d.task_type) for d in datasets]
+    )
+    if problems:
+        raise InvalidArgument(
+            ErrorReason.RUN_SPEC_INVALID,
+            "invalid run spec: " + "; ".join(f"spec.{f}: {w}" for f, w in problems),
+            field_violations=tuple(FieldViolation(f"spec.{f}", w) for f, w in problems),
+        )
 
 
 class RunService:
@@ -235,6 +250,7 @@ class RunService:
             await self._validate_dataset_settings(tenant, spec, row)
         _check_run_choice_scoring(spec, datasets)
         await self._check_sandbox(datasets)
+        _check_reducers(spec, datasets)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
         if spec.judge is not None:  # each answer may get a judge subtask per round

@@ -29,6 +29,7 @@ from evald_server.engine._prompting import (
     task_prompt,
 )
 from evald_server.engine._rate_control import RateStats
+from evald_server.engine._reducer_spec import ReducerSpec, task_type_problems
 from evald_server.engine._results import (
     CONTRACT_VERSION,
     BenchmarkRef,
@@ -66,6 +67,7 @@ __all__ = [
     "ModelIdentity",
     "Provenance",
     "RateStats",
+    "ReducerSpec",
     "RetryPolicy",
     "RunBudget",
     "RunEvent",
@@ -83,4 +85,5 @@ __all__ = [
     "retry_class",
     "shot_source",
     "task_prompt",
+    "task_type_problems",
 ]

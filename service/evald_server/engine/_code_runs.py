@@ -52,11 +52,8 @@ from evald_server.scoring import (
     CodePayload,
     MetricUncertainty,
     PassAtK,
-    RecordSamples,
     ReducedMetric,
-    Reducer,
     ScoreReport,
-    reduce_records,
 )
 from evald_server.store import ExecutionRow, Store, TaskOutput
 
@@ -82,14 +79,16 @@ def pass_at_k_name(k: int) -> str:
 
 
 def with_pass_at_k(report: ScoreReport, reduced: Sequence[ReducedMetric]) -> ScoreReport:
-    """``report`` with each pass@k (k > 1) in its metrics, intervals and payload."""
+    """A code task's ``report`` with each pass@k (k > 1) of the run's reducers in its
+    metrics, intervals and payload; any other report unchanged."""
     payload = report.payload
-    if not isinstance(payload, CodePayload) or not reduced:
+    pass_at = [m for m in reduced if m.name.startswith("pass@") and m.name != "pass@1"]
+    if not isinstance(payload, CodePayload) or not pass_at:
         return report
     metrics = dict(report.metrics)
     uncertainty = dict(report.uncertainty)
     entries = list(payload.pass_at_k)
-    for metric in reduced:
+    for metric in pass_at:
         k = int(metric.name.removeprefix("pass@"))
         metrics[pass_at_k_name(k)] = metric.value
         uncertainty[pass_at_k_name(k)] = MetricUncertainty(bootstrap=metric.interval)
@@ -224,36 +223,3 @@ class CodeRuns:
         else:
             result = await sandbox.run(job)
         return ExecutionRow(output.row_id, json.dumps(execution_json(code, result)))
-
-    async def pass_at_k(
-        self, task_id: str, ks: Sequence[int], *, seed: int, resamples: int = 1000
-    ) -> list[ReducedMetric]:
-        """pass@k of the task's stored runs for each k > 1 (problems with fewer than k
-        scored samples left out and counted), with bootstrap intervals over problems."""
-        by_record: dict[str, list[bool]] = {}
-        after = 0
-        while page := await self._store.task_outputs(task_id, after, 2000):
-            after = page[-1].row_id
-            for output in page:
-                verdict = None
-                if output.execution is not None:
-                    verdict = json.loads(output.execution).get("verdict")
-                by_record.setdefault(output.record_id, []).append(verdict == "passed")
-        records = [RecordSamples(rid, tuple(c)) for rid, c in by_record.items()]
-        metrics = []
-        for k in sorted(set(ks) - {1}):  # pass@1 is the scorer's
-            if not any(len(r.correct) >= k for r in records):
-                continue  # no problem has k samples: nothing to report for this k
-            metrics.append(
-                await anyio.to_thread.run_sync(
-                    functools.partial(
-                        reduce_records,
-                        records,
-                        Reducer.PASS_AT_K,
-                        k,
-                        seed=seed,
-                        resamples=resamples,
-                    )
-                )
-            )
-        return metrics

@@ -31,7 +31,12 @@ from evald_server.domain import (
     from_jsonable,
     to_jsonable,
 )
-from evald_server.scoring import ScoreReport, UnscorableSample, scorer_dependencies
+from evald_server.scoring import (
+    ReducedMetric,
+    ScoreReport,
+    UnscorableSample,
+    scorer_dependencies,
+)
 from evald_server.store import DatasetRow, TaskRow
 
 CONTRACT_VERSION = "1.4.0"
@@ -159,6 +164,9 @@ class TaskEvaluation:
     provenance: Provenance
     created_at: float
     judge_profile: ExecutionProfile | None = None  # the judge's calls, counted apart
+    # The run's reducers over each record's repeats (pass@k, pass^k, majority, mean),
+    # in the order the run asked for them.
+    reduced: tuple[ReducedMetric, ...] = ()
 
     @property
     def metrics_summary(self) -> dict[str, float]:
@@ -173,7 +181,9 @@ class TaskEvaluation:
     def to_json(self) -> dict[str, Any]:
         report = None
         if self.report is not None:
-            report = to_jsonable(dataclasses.replace(self.report, sample_scores=[]))
+            report = to_jsonable(
+                dataclasses.replace(self.report, sample_scores=[], correctness=None)
+            )
         return {
             "task_id": self.task_id,
             "run_id": self.run_id,
@@ -189,7 +199,7 @@ class TaskEvaluation:
             "judge_profile": None
             if self.judge_profile is None
             else to_jsonable(self.judge_profile),
-        }
+        } | ({"reduced": to_jsonable(self.reduced)} if self.reduced else {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TaskEvaluation":
@@ -209,6 +219,7 @@ class TaskEvaluation:
             judge_profile=None
             if data.get("judge_profile") is None
             else from_jsonable(ExecutionProfile, data["judge_profile"]),
+            reduced=from_jsonable(tuple[ReducedMetric, ...], data.get("reduced", [])),
         )
 
 
@@ -257,6 +268,7 @@ def assemble_evaluation(
     now: float,
     judge: JudgeProvenance | None = None,
     judge_profile: ExecutionProfile | None = None,
+    reduced: tuple[ReducedMetric, ...] = (),
 ) -> TaskEvaluation:
     """The result of a scored task (``report`` None when nothing could be scored);
     ``judge`` and ``judge_profile`` when a judge model graded its answers."""
@@ -290,4 +302,5 @@ def assemble_evaluation(
         ),
         created_at=now,
         judge_profile=judge_profile,
+        reduced=reduced,
     )

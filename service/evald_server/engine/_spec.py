@@ -26,10 +26,10 @@ from evald_server.domain import (
 from evald_server.engine._cost import RunBudget
 from evald_server.engine._dataset_options import DatasetOptions, options_problems
 from evald_server.engine._judge_spec import JudgeSpec
+from evald_server.engine._reducer_spec import MAX_REDUCERS, ReducerSpec, reducer_problems
 from evald_server.engine._retry_policy import RetryPolicy
 
 MAX_REPEAT = 100
-MAX_PASS_AT_K = 20  # ks of pass@k one run may ask for
 MAX_LABELS = 64
 MAX_NAME_CHARS = 256
 MAX_DATASETS = 64
@@ -65,9 +65,7 @@ class RunSpec:
     budget: RunBudget = field(default_factory=RunBudget)  # max_cost_usd / max_tokens
     judge: JudgeSpec | None = None  # model-graded scoring of every answer
     response_cache: bool = False  # answer from (and fill) the response cache
-    # The ks of pass@k for the run's code datasets (pass@1 is always reported); the
-    # one place this option lives until the run spec's reducers take it over.
-    pass_at_k: tuple[int, ...] = ()
+    reducers: tuple[ReducerSpec, ...] = ()  # over each record's repeats (_reducer_spec)
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -111,8 +109,8 @@ class RunSpec:
             data["judge"] = self.judge.to_json()
         if self.response_cache:
             data["response_cache"] = True
-        if self.pass_at_k:
-            data["pass_at_k"] = list(self.pass_at_k)
+        if self.reducers:
+            data["reducers"] = [r.to_json() for r in self.reducers]
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -178,7 +176,7 @@ class RunSpec:
             budget=RunBudget.from_json(data.get("budget", {})),
             judge=None if data.get("judge") is None else JudgeSpec.from_json(data["judge"]),
             response_cache=bool(data.get("response_cache", False)),
-            pass_at_k=tuple(int(k) for k in data.get("pass_at_k", ())),
+            reducers=tuple(ReducerSpec.from_json(r) for r in data.get("reducers", ())),
         )
 
     def body_hash(self) -> str:
@@ -211,6 +209,8 @@ def _dataset_problems(spec: RunSpec) -> list[tuple[str, str]]:
         problems.extend(spec.prompt.problems("prompt"))
     if spec.judge is not None:
         problems.extend(spec.judge.problems("judge"))
+    if isinstance(spec.repeat, int) and 1 <= spec.repeat <= MAX_REPEAT:
+        problems.extend(reducer_problems(spec.reducers, spec.repeat))
     return problems
 
 
@@ -235,6 +235,7 @@ LIST_BOUNDS: tuple[ListBound, ...] = (
     ListBound("params.stop", 16, 256, lambda s: () if s.params is None else s.params.stop),
     ListBound("labels", MAX_LABELS, None, lambda s: s.labels),  # keys and values: below
     ListBound("dataset_options", MAX_DATASETS, None, lambda s: s.dataset_options),
+    ListBound("reducers", MAX_REDUCERS, None, lambda s: s.reducers),
 )
 _STOP = LIST_BOUNDS[3]  # a dataset's own stop strings are bounded as the run's are
 
@@ -267,21 +268,6 @@ def _bound_problems(spec: RunSpec) -> list[tuple[str, str]]:
     return problems
 
 
-def pass_at_k_problems(ks: tuple[int, ...], repeat: int) -> list[tuple[str, str]]:
-    """(field, what is wrong) of a run's pass@k ks: each in [1, repeat], no duplicates."""
-    if len(ks) > MAX_PASS_AT_K:
-        return [("pass_at_k", f"at most {MAX_PASS_AT_K} values")]
-    problems = []
-    for i, k in enumerate(ks):
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= repeat:
-            problems.append(
-                (f"pass_at_k[{i}]", f"must be between 1 and the run's repeat ({repeat}), got {k}")
-            )
-    if len(set(ks)) != len(ks):
-        problems.append(("pass_at_k", "a k is listed twice"))
-    return problems
-
-
 def _problems(spec: RunSpec) -> list[tuple[str, str]]:
     problems = _bound_problems(spec)
     if not spec.models:
@@ -306,8 +292,6 @@ def _problems(spec: RunSpec) -> list[tuple[str, str]]:
             )
     if isinstance(spec.repeat, bool) or not 1 <= spec.repeat <= MAX_REPEAT:
         problems.append(("repeat", f"must be between 1 and {MAX_REPEAT}"))
-    else:
-        problems.extend(pass_at_k_problems(spec.pass_at_k, spec.repeat))
     if spec.max_concurrency is not None and (
         isinstance(spec.max_concurrency, bool) or spec.max_concurrency < 1
     ):

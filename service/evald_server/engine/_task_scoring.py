@@ -50,9 +50,11 @@ from evald_server.scoring import (
     UNSCORABLE_FLAG,
     EncodedPage,
     EncodedSample,
+    ReducedMetric,
     SampleSource,
     ScoreReport,
     ScoringFailure,
+    reduce_samples,
 )
 from evald_server.store import (
     EventRow,
@@ -177,6 +179,9 @@ class TaskScorer:
                     metrics={**report.metrics, **judging.metrics},
                     uncertainty={**report.uncertainty, **judging.uncertainty},
                 )
+        reduced = await _reduce(report, spec, dataset.record_count)
+        if report is not None:
+            report = with_pass_at_k(report, reduced)  # a code task's payload lists them too
         scoring_time = time.perf_counter() - started
         errors.extend(failure_errors(inputs.failure_reasons))
         errors.extend(judge_errors)
@@ -208,6 +213,7 @@ class TaskScorer:
             if spec.judge is None or models.judge is None
             else _judge_provenance(models.judge, spec.judge, judging),
             judge_profile=judge_profile,
+            reduced=reduced,
         )
         scores: Iterable[SampleScoreRow] = _sample_rows(report, judging)
         body = evaluation.to_json()
@@ -264,11 +270,7 @@ class TaskScorer:
                 await self._code.execute_task(task_id)
             except ExecutionFailed as failure:
                 return None, [failure.error]
-        report, errors = await self._report(task_id, TaskType.CODE, spec, counters)
-        if report is not None and self._code is not None and spec.pass_at_k:
-            reduced = await self._code.pass_at_k(task_id, spec.pass_at_k, seed=spec.seed)
-            report = with_pass_at_k(report, reduced)
-        return report, errors
+        return await self._report(task_id, TaskType.CODE, spec, counters)
 
     async def _judge(self, task_id: str, spec: JudgeSpec, seed: int, answered: int) -> JudgeReport:
         rows: list[JudgeVerdictRow] = []
@@ -280,6 +282,24 @@ class TaskScorer:
         return await anyio.to_thread.run_sync(
             functools.partial(judge_answers, rows, spec, answered=answered, seed=seed)
         )
+
+
+async def _reduce(
+    report: ScoreReport | None, spec: RunSpec, records: int
+) -> tuple[ReducedMetric, ...]:
+    """The run's reducers over the task's records (off the event loop: a bootstrap
+    each); none without a report or a per-sample correctness."""
+    if not spec.reducers or report is None or report.correctness is None:
+        return ()
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            reduce_samples,
+            report.correctness,
+            [r.asked() for r in spec.reducers],
+            records_expected=records,
+            seed=spec.seed,
+        )
+    )
 
 
 def _sample_rows(

@@ -10,10 +10,17 @@ the worker one page at a time), and the report's per-sample scores come back as
 in its module (``_classification``, ``_labels``, ``_mentions``, ``_qa``, ``_normalize``, ``_ner``,
 ``_entities``, ``_summarization``, ``_generation``, ``_multiple_choice``, ``_choices``)
 and the intervals in ``_intervals``; the reducers over repeats (pass@k, pass^k,
-majority, mean) in ``_reducers``.
+majority, mean) in ``_reducers``, applied to a report's per-sample correctness
+(``_correctness``, the interface a task type plugs into) by ``_reduce_samples``.
 """
 
 from evald_server.scoring._common import BaseScorer, Evaluation
+from evald_server.scoring._correctness import (
+    CORRECTNESS,
+    Correctness,
+    SampleCorrectness,
+    correctness_of,
+)
 from evald_server.scoring._errors import ScoringFailure
 from evald_server.scoring._intervals import (
     bootstrap_distribution,
@@ -48,6 +55,7 @@ from evald_server.scoring._payloads import (
     WorstExample,
 )
 from evald_server.scoring._pool import ScoringPool
+from evald_server.scoring._reduce_samples import record_samples, reduce_samples
 from evald_server.scoring._reducers import (
     RecordSamples,
     ReducedMetric,
@@ -73,6 +81,7 @@ from evald_server.scoring._types import (
 )
 
 __all__ = [
+    "CORRECTNESS",
     "UNSCORABLE_FLAG",
     "BaseScorer",
     "ChoiceLetterStats",
@@ -80,6 +89,7 @@ __all__ = [
     "ClassificationPayload",
     "CodePayload",
     "CodeVerdictCount",
+    "Correctness",
     "EncodedPage",
     "EncodedSample",
     "EntityTypeMetrics",
@@ -101,6 +111,7 @@ __all__ = [
     "Reducer",
     "RepeatStats",
     "RougeScore",
+    "SampleCorrectness",
     "SampleScore",
     "SampleScores",
     "SampleSource",
@@ -115,12 +126,15 @@ __all__ = [
     "UnscorableSample",
     "WorstExample",
     "bootstrap_distribution",
+    "correctness_of",
     "majority_correct",
     "pass_at_k",
     "pass_hat_k",
     "percentile_interval",
     "read_samples",
+    "record_samples",
     "reduce_records",
+    "reduce_samples",
     "score_task",
     "scorer_dependencies",
     "scorer_for",

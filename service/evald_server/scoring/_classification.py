@@ -183,6 +183,7 @@ class ClassificationScorer(BaseScorer):
                     note="output maps to no label"
                     if predicted is None
                     else f"predicted {predicted!r}",
+                    answer=predicted or "",  # "": no label, a vote for no answer
                 )
             rows.append(row)
         return gold, pred, rows

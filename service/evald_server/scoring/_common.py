@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from evald_server.domain import TaskType
+from evald_server.scoring._correctness import SampleCorrectness, correctness_of, vote_key
 from evald_server.scoring._intervals import (
     FloatArray,
     Groups,
@@ -59,6 +60,9 @@ class Row:
     correct: bool | None = None
     flags: tuple[str, ...] = ()
     note: str = ""
+    # The answer as the scorer compares it (majority vote's key); None: the task type
+    # has none (``_correctness.CORRECTNESS``).
+    answer: str | None = None
 
 
 @dataclass(slots=True)
@@ -156,6 +160,7 @@ class BaseScorer(ABC):
         evaluation = self.evaluate(scored, samples)
         units, n_units = record_units([s.record_id for s in scored])
         primary = [row.primary for row in evaluation.rows]
+        sample_scores = self._sample_scores(scored, evaluation.rows)
         return self._report(
             evaluation,
             units,
@@ -163,10 +168,11 @@ class BaseScorer(ABC):
             seed=seed,
             resamples=resamples,
             worst=self._worst_examples(scored, evaluation.rows, worst_k),
-            sample_scores=self._sample_scores(scored, evaluation.rows),
+            sample_scores=sample_scores,
             scored=len(scored),
             skipped=len(samples) - len(scored),
             repeat=repeat_stats([s.repeat_index for s in scored], primary, units, n_units),
+            correctness=self.correctness(units, n_units, [columns_of(sample_scores)]),
         )
 
     def score_page(
@@ -218,6 +224,7 @@ class BaseScorer(ABC):
         scored: int,
         skipped: int,
         repeat: RepeatStats | None,
+        correctness: SampleCorrectness | None = None,
     ) -> ScoreReport:
         uncertainty: dict[str, MetricUncertainty] = {}
         if scored:
@@ -242,12 +249,34 @@ class BaseScorer(ABC):
             scored_samples=scored,
             skipped_samples=skipped,
             repeat=repeat,
+            correctness=correctness,
         )
+
+    def correctness(
+        self,
+        units: IntArray,
+        n_units: int,
+        parts: Sequence[tuple[np.ndarray, Sequence[str | None] | None]],
+        order: IntArray | None = None,
+    ) -> SampleCorrectness | None:
+        """The report's ``SampleCorrectness`` from each part's (correct codes, answer
+        keys), concatenated, then taken in ``order`` to follow ``units``; None where
+        the task type gives no per-sample correctness."""
+        if not correctness_of(self.task_type).correct:
+            return None
+        codes = np.concatenate([c for c, _ in parts] or [np.empty(0, np.int8)])
+        answers: list[str | None] | None = None
+        if any(a is not None for _, a in parts):
+            answers = [a for c, keys in parts for a in (keys or [None] * len(c))]
+        if order is not None:
+            codes = codes[order]
+            answers = None if answers is None else [answers[i] for i in order.tolist()]
+        return SampleCorrectness.from_columns(units, n_units, codes, answers)
 
     @staticmethod
     def _sample_scores(scored: Sequence[ScoringSample], rows: Sequence[Row]) -> SampleScores:
         return SampleScores(
-            SampleScore(s.subtask_id, row.scores, row.flags, row.correct)
+            SampleScore(s.subtask_id, row.scores, row.flags, row.correct, vote_key(row.answer))
             for s, row in zip(scored, rows, strict=True)
         )
 
@@ -265,6 +294,8 @@ class BaseScorer(ABC):
         row_ids = row_ids_of([s.subtask_id for s in scored])
         primary = np.fromiter((row.primary for row in rows), dtype=np.float64, count=len(rows))
         worst = self._worst_candidates(scored, rows, primary, row_ids, worst_k)
+        scores = self._sample_scores(scored, rows)
+        correct, answers = columns_of(scores)
         return ScoredPage(
             row_ids=row_ids,
             record_ids=tuple(s.record_id for s in scored),
@@ -272,11 +303,13 @@ class BaseScorer(ABC):
                 (s.repeat_index for s in scored), dtype=np.intp, count=len(scored)
             ),
             primary=primary,
-            sample_scores=self._sample_scores(scored, rows),
+            sample_scores=scores,
             worst=tuple(worst),
             context=context,
             columns=dict(columns),
             skipped=len(samples) - len(scored),
+            correct=correct,
+            answers=None if answers is None else tuple(answers),
         )
 
     def _worst_candidates(
@@ -324,6 +357,7 @@ class BaseScorer(ABC):
             scored=int(order.size),
             skipped=sum(p.skipped for p in pages),
             repeat=repeat_stats(repeats.tolist(), primary.tolist(), units, n_units),
+            correctness=self.correctness(units, n_units, [_correct_of(p) for p in pages], order),
         )
 
     def _worst_examples(
@@ -351,6 +385,17 @@ class BaseScorer(ABC):
             score=row.primary,
             note=row.note or ", ".join(row.flags),
         )
+
+
+def columns_of(scores: SampleScores) -> tuple[np.ndarray, list[str | None] | None]:
+    """The correct codes and answer keys of ``scores``, for ``BaseScorer.correctness``."""
+    return scores.correct_codes(), scores.answers()
+
+
+def _correct_of(page: ScoredPage) -> tuple[np.ndarray, Sequence[str | None] | None]:
+    if page.correct is None:  # a page built without them: from its scores
+        return columns_of(page.sample_scores)
+    return page.correct, page.answers
 
 
 def _check_resamples(resamples: int) -> None:

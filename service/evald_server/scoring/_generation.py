@@ -79,6 +79,15 @@ class _Matcher:
         return generation_key(output) == generation_key(reference), (), ""
 
 
+def answer_key(mode: str, output: str) -> str:
+    """The output as its mode compares it, for majority vote: the last number
+    (``numeric``; "" when none), else the casefolded, whitespace-collapsed text."""
+    if mode == "numeric":
+        found = last_number(output)
+        return "" if found is None else repr(found)
+    return generation_key(output)
+
+
 class GenerationScorer(BaseScorer):
     name = "generation"
     version = "1.1.0"  # 1.1: regex references matched by RE2
@@ -122,6 +131,7 @@ class GenerationScorer(BaseScorer):
                     correct=correct,
                     flags=flags,
                     note=f"{mode}: {note}" if note else mode,
+                    answer=answer_key(mode, sample.output or ""),
                 )
             )
         correct_column = np.fromiter((row.correct for row in rows), dtype=np.bool_, count=len(rows))

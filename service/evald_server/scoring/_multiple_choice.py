@@ -122,6 +122,7 @@ class MultipleChoiceScorer(BaseScorer):
                     correct=correct,
                     flags=flags,
                     note=_note(extraction, int(gold[i]), fell_back),
+                    answer="" if extraction.index is None else choice_letter(extraction.index),
                 )
             )
         return rows, {

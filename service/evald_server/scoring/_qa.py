@@ -57,6 +57,7 @@ class QaScorer(BaseScorer):
                     correct=em == 1.0,
                     flags=(NO_ANSWER,) if empty else (),
                     note="no answer" if empty else f"best EM {em:g}, F1 {f1:.3f}",
+                    answer=squad_normalize(output),
                 )
             )
         scores: FloatArray = np.array(

@@ -18,6 +18,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
+import numpy as np
+
 from evald_server.scoring._types import SampleScore
 
 _NONE, _FALSE, _TRUE = -1, 0, 1  # ``correct`` as a signed byte
@@ -34,6 +36,8 @@ def _int_ids(ids: list[str]) -> array[int] | None:
 
 class SampleScores(Sequence[SampleScore]):
     __slots__ = (
+        "_answer_keys",
+        "_answers_of",
         "_columns",
         "_correct",
         "_flag_sets",
@@ -51,6 +55,8 @@ class SampleScores(Sequence[SampleScore]):
         correct = array("b")
         flag_sets: dict[tuple[str, ...], int] = {(): 0}
         flags_of: array[int] | None = None  # None while no sample has a flag
+        answer_keys: dict[str | None, int] = {None: 0}
+        answers_of: array[int] | None = None  # None while no sample has an answer key
         for index, item in enumerate(items):
             ids.append(item.subtask_id)
             names = tuple(item.scores)
@@ -71,6 +77,10 @@ class SampleScores(Sequence[SampleScore]):
                 flags_of = array("I", bytes(4 * index))  # the samples before: no flag
             if flags_of is not None:
                 flags_of.append(flag_sets.setdefault(tuple(item.flags), len(flag_sets)))
+            if item.answer is not None and answers_of is None:
+                answers_of = array("I", bytes(4 * index))  # the samples before: none
+            if answers_of is not None:
+                answers_of.append(answer_keys.setdefault(item.answer, len(answer_keys)))
         self._ids: array[int] | tuple[str, ...] = _int_ids(ids) or tuple(ids)
         self._layouts = tuple(layouts)
         self._layout_of = layout_of
@@ -78,6 +88,8 @@ class SampleScores(Sequence[SampleScore]):
         self._correct = correct
         self._flag_sets = tuple(flag_sets)
         self._flags_of = flags_of
+        self._answer_keys: tuple[str | None, ...] = tuple(answer_keys)
+        self._answers_of = answers_of
 
     def __len__(self) -> int:
         return len(self._correct)
@@ -90,7 +102,19 @@ class SampleScores(Sequence[SampleScore]):
             {name: columns[name][index] for name in self._layouts[self._layout_of[index]]},
             () if self._flags_of is None else self._flag_sets[self._flags_of[index]],
             None if code == _NONE else code == _TRUE,
+            None if self._answers_of is None else self._answer_keys[self._answers_of[index]],
         )
+
+    def correct_codes(self) -> np.ndarray:
+        """Each sample's ``correct`` as a code: -1 none, 0 false, 1 true (a copy)."""
+        return np.frombuffer(self._correct, dtype=np.int8).copy()
+
+    def answers(self) -> list[str | None] | None:
+        """Each sample's answer key; None when no sample has one."""
+        if self._answers_of is None:
+            return None
+        keys = self._answer_keys
+        return [keys[code] for code in self._answers_of]
 
     @overload
     def __getitem__(self, index: int) -> SampleScore: ...

@@ -48,6 +48,10 @@ class ScoredPage:
     columns: Mapping[str, np.ndarray] = field(default_factory=dict)  # the scorer's own
     skipped: int = 0  # samples without an output (counted, not scored)
     unscorable: tuple[UnscorableSample, ...] = ()  # left out: the scorer raised on them
+    # Each scored sample's correct code and answer key (``_correctness``), kept apart
+    # from ``sample_scores``: the engine drops those once it has stored them.
+    correct: np.ndarray | None = None
+    answers: tuple[str | None, ...] | None = None
 
     def __len__(self) -> int:
         return int(self.row_ids.size)

@@ -18,7 +18,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evald_server.scoring._common import BaseScorer, _check_resamples, repeat_stats
+from evald_server.scoring._common import (
+    BaseScorer,
+    _check_resamples,
+    columns_of,
+    repeat_stats,
+)
 from evald_server.scoring._sample_scores import SampleScores
 from evald_server.scoring._scored_pages import WorstCandidate
 from evald_server.scoring._types import ScoreReport, ScoringSample
@@ -87,4 +92,5 @@ class StreamedTask:
             scored=len(primary),
             skipped=self._skipped,
             repeat=repeat_stats(self._repeats, self._primary, units, n_units),
+            correctness=self._scorer.correctness(units, n_units, [columns_of(scores)]),
         )

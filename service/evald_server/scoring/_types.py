@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from evald_server.scoring._correctness import SampleCorrectness
 from evald_server.scoring._payloads import (
     ClassificationPayload,
     CodePayload,
@@ -97,6 +98,8 @@ class SampleScore:
     scores: dict[str, float]
     flags: tuple[str, ...] = ()
     correct: bool | None = None  # None where "correct" has no meaning (ROUGE)
+    # The answer normalised as the scorer compares it, for majority vote (not stored).
+    answer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,3 +135,7 @@ class ScoreReport:
     repeat: RepeatStats | None = None
     # Samples left out because the scorer raised on them alone (not in the metrics).
     unscorable: tuple[UnscorableSample, ...] = ()
+    # Each scored sample's record, correct bool and answer key, for the reducers over
+    # repeats (``_correctness``); None from a scorer without per-sample correctness.
+    # Never stored: a result read back has None.
+    correctness: SampleCorrectness | None = None

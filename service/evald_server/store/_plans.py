@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evald_server.domain import (
+    Counters,
     EventKind,
     OutcomeKind,
     RetryCounts,
@@ -36,6 +37,7 @@ from evald_server.store._records import (
     NewEvent,
     NewRun,
     NewTask,
+    RescoreTask,
     SampleScoreRow,
     SubtaskOutcome,
     TaskFinish,
@@ -138,6 +140,79 @@ def new_task_values(run: NewRun, tasks: Sequence[NewTask]) -> list[tuple[Any, ..
             t.judge_rounds,
         )
         for t in tasks
+    ]
+
+
+def rescore_run_values(run: NewRun, now: float) -> tuple[Any, ...]:
+    """(run_id, tenant, name, request_id, request_hash, spec, state, created_at,
+    started_at) of a rescored run: running from the start (its answers are in; only
+    scoring is left); its counters are set once its answers are copied."""
+    return (
+        run.run_id,
+        run.tenant,
+        run.name,
+        run.request_id,
+        run.request_hash,
+        dumps(run.spec),
+        RunState.RUNNING.value,
+        run.created_at,
+        now,
+    )
+
+
+def rescore_task_values(run: NewRun, task: RescoreTask) -> tuple[Any, ...]:
+    """(task_id, run_id, ordinal, model_id, model, dataset_id, state, source_task_id)
+    of a rescored task: in ``scoring`` at once; its start is its source's."""
+    return (
+        task.task_id,
+        run.run_id,
+        task.ordinal,
+        task.model_id,
+        dumps(task.model),
+        task.dataset_id,
+        TaskState.SCORING.value,
+        task.source_task_id,
+    )
+
+
+def copied_counters(rows: Iterable[Row]) -> dict[str, Counters]:
+    """Each rescored task's counters from its copied subtasks read as (task_id, state,
+    count): every one terminal."""
+    counts: defaultdict[str, dict[str, int]] = defaultdict(dict)
+    for task_id, state, count in rows:
+        counts[str(task_id)][str(state)] = int(count)
+    return {
+        task_id: Counters(
+            total=sum(by_state.values()),
+            succeeded=by_state.get(SubtaskState.SUCCEEDED.value, 0),
+            failed_permanent=by_state.get(SubtaskState.FAILED_PERMANENT.value, 0),
+            cancelled=by_state.get(SubtaskState.CANCELLED.value, 0),
+        )
+        for task_id, by_state in counts.items()
+    }
+
+
+def summed_counters(counters: Iterable[Counters]) -> Counters:
+    """The run's counters: its tasks' summed."""
+    parts = list(counters)
+    return Counters(
+        total=sum(c.total for c in parts),
+        succeeded=sum(c.succeeded for c in parts),
+        failed_permanent=sum(c.failed_permanent for c in parts),
+        cancelled=sum(c.cancelled for c in parts),
+    )
+
+
+def counter_values(counters: Counters) -> tuple[int, int, int, int]:
+    """(total, succeeded, failed_permanent, cancelled) of copied, terminal subtasks."""
+    return (counters.total, counters.succeeded, counters.failed_permanent, counters.cancelled)
+
+
+def rescore_events(now: float) -> list[NewEvent]:
+    """A rescored run's first events: created, and running at once."""
+    return [
+        state_event(RunState.PENDING, now),
+        state_event(RunState.RUNNING, now, RunState.PENDING),
     ]
 
 

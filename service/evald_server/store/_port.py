@@ -46,6 +46,7 @@ from evald_server.store._records import (
     NewTask,
     ProfileInputs,
     RecordRow,
+    RescoreTask,
     RunRow,
     SampleScoreRow,
     SharedRate,
@@ -113,6 +114,13 @@ class Store(Protocol):
     async def create_run(
         self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
     ) -> tuple[RunRow, bool]: ...
+    async def create_rescore_run(
+        self, run: NewRun, tasks: Sequence[RescoreTask], *, max_live_runs: int | None = None
+    ) -> tuple[RunRow, bool]:
+        """A new run over copies of finished tasks' terminal answers, its tasks in
+        ``scoring``: one transaction (``RescoreTask``)."""
+        ...
+
     async def get_run(self, run_id: str) -> RunRow | None: ...
     async def list_runs(
         self,

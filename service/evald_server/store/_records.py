@@ -81,6 +81,22 @@ class NewTask:
 
 
 @dataclass(frozen=True, slots=True)
+class RescoreTask:
+    """A task of a rescored run: a new task over a copy of a finished source task's
+    answers (every terminal answer subtask, its output, usage and errors), scored
+    again without a provider call. ``keep_logprobs`` False drops the answers'
+    log-probabilities (the rescore reads the text)."""
+
+    task_id: str
+    ordinal: int
+    model_id: str
+    model: Json  # the source task's model identity (no judge)
+    dataset_id: str
+    source_task_id: str
+    keep_logprobs: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class NewRun:
     run_id: str
     tenant: str

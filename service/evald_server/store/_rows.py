@@ -336,6 +336,48 @@ NEW_SUBTASK_COLUMNS: tuple[str, ...] = (
     "state",
     "updated_at",
 )
+# What a rescored run copies of each terminal answer of its source task (``RescoreTask``):
+# everything the answer and its execution profile are read from; not its owner, retry
+# time, scores or judgement (the rescore computes its own).
+COPIED_SUBTASK_COLUMNS: tuple[str, ...] = (
+    "model_id",
+    "record_idx",
+    "repeat_index",
+    "state",
+    "attempt",
+    "requests",
+    "rate_limited",
+    "output",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "ttft_s",
+    "call_time_s",
+    "first_error",
+    "last_error",
+    "updated_at",
+    "finish_reason",
+    "top_logprobs",
+    "failed_rate_limited",
+    "failed_timeout",
+    "failed_transient",
+    "cost_picousd",
+    "cost_tokens",
+    "cost_estimated",
+    "cache_hit",
+    "answer_flags",
+)
+COPIED_STATES = ("succeeded", "failed_permanent", "cancelled")
+
+
+def copied_select(keep_logprobs: bool) -> str:
+    """The select list of ``COPIED_SUBTASK_COLUMNS`` from a source subtask (its
+    log-probabilities left out unless ``keep_logprobs``)."""
+    return ", ".join(
+        "NULL" if c == "top_logprobs" and not keep_logprobs else c for c in COPIED_SUBTASK_COLUMNS
+    )
+
+
 JUDGE_SUBTASK_COLUMNS: tuple[str, ...] = (
     *NEW_SUBTASK_COLUMNS,
     "phase",

@@ -10,20 +10,26 @@ from collections.abc import Iterable, Sequence
 
 import asyncpg
 
-from evald_server.domain import EvalError, RunState, SubtaskState
+from evald_server.domain import Counters, EvalError, RunState, SubtaskState
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._plans import (
     Answer,
     CounterDeltas,
     cancel_applies,
     cancel_events,
+    copied_counters,
+    counter_values,
     finish_events,
     new_run_values,
     new_subtask_rows,
     new_task_values,
+    rescore_events,
+    rescore_run_values,
+    rescore_task_values,
     run_end,
     score_values,
     state_event,
+    summed_counters,
 )
 from evald_server.store._records import (
     CALLS_FINISH,
@@ -33,6 +39,7 @@ from evald_server.store._records import (
     NewEvent,
     NewRun,
     NewTask,
+    RescoreTask,
     RunRow,
     SampleScoreRow,
     TaskFinish,
@@ -40,9 +47,12 @@ from evald_server.store._records import (
 )
 from evald_server.store._rows import (
     ANSWER_COLUMNS,
+    COPIED_STATES,
+    COPIED_SUBTASK_COLUMNS,
     COUNTER_COLUMNS,
     NEW_SUBTASK_COLUMNS,
     UNJUDGED_FROM,
+    copied_select,
     dumps,
     error_json,
 )
@@ -81,27 +91,9 @@ async def create_run(
     already stored is this create committed by an attempt whose answer was lost.
     """
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"tenant:{run.tenant}")
-        if run.request_id is not None:
-            found = await conn.fetchval(
-                "SELECT run_id FROM runs WHERE tenant = $1 AND request_id = $2",
-                run.tenant,
-                run.request_id,
-            )
-            if found is not None:
-                existing = await read_run(conn, found)
-                assert existing is not None
-                return existing, found == run.run_id
-        again = await read_run(conn, run.run_id)
-        if again is not None:
-            return again, True
-        if max_live_runs is not None:
-            live = await conn.fetchval(
-                "SELECT COUNT(*) FROM runs WHERE tenant = $1 AND state IN ('pending', 'running')",
-                run.tenant,
-            )
-            if live >= max_live_runs:
-                raise LiveRunLimitReached(int(live), max_live_runs)
+        existing = await _existing_or_over_quota(conn, run, max_live_runs)
+        if existing is not None:
+            return existing
         await conn.execute(
             "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
             "total, pending, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -118,6 +110,102 @@ async def create_run(
         )
         created_event = state_event(RunState.PENDING, run.created_at)
         await append_events(conn, run.run_id, [created_event], retain, origin)
+        await notify(conn, [notice(WORK, origin, run.run_id)])
+        created = await read_run(conn, run.run_id)
+    assert created is not None
+    return created, True
+
+
+async def _existing_or_over_quota(
+    conn: asyncpg.Connection, run: NewRun, max_live_runs: int | None
+) -> tuple[RunRow, bool] | None:
+    """Under the tenant's advisory lock: the run this ``request_id`` (or this run id: an
+    attempt whose answer was lost) created before, with whether it is this create's;
+    ``LiveRunLimitReached`` with ``max_live_runs`` unfinished runs already there."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"tenant:{run.tenant}")
+    if run.request_id is not None:
+        found = await conn.fetchval(
+            "SELECT run_id FROM runs WHERE tenant = $1 AND request_id = $2",
+            run.tenant,
+            run.request_id,
+        )
+        if found is not None:
+            existing = await read_run(conn, found)
+            assert existing is not None
+            return existing, found == run.run_id
+    again = await read_run(conn, run.run_id)
+    if again is not None:
+        return again, True
+    if max_live_runs is not None:
+        live = await conn.fetchval(
+            "SELECT COUNT(*) FROM runs WHERE tenant = $1 AND state IN ('pending', 'running')",
+            run.tenant,
+        )
+        if live >= max_live_runs:
+            raise LiveRunLimitReached(int(live), max_live_runs)
+    return None
+
+
+async def create_rescore_run(
+    conn: asyncpg.Connection,
+    run: NewRun,
+    tasks: Sequence[RescoreTask],
+    now: float,
+    retain: int,
+    max_live_runs: int | None,
+    origin: str,
+) -> tuple[RunRow, bool]:
+    """Insert a rescored run, its tasks (in ``scoring``) and a copy of each source
+    task's terminal answers (``INSERT … SELECT``, in row order), in one transaction:
+    all of it or nothing. Idempotent by ``request_id`` and quota-checked as
+    ``create_run``."""
+    async with conn.transaction():
+        existing = await _existing_or_over_quota(conn, run, max_live_runs)
+        if existing is not None:
+            return existing
+        await conn.execute(
+            "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
+            "created_at, started_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            *rescore_run_values(run, now),
+        )
+        states = ", ".join(f"'{state}'" for state in COPIED_STATES)
+        for task in tasks:
+            await conn.execute(
+                "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, "
+                "state, started_at) SELECT $1, $2, $3, $4, $5, $6, $7, started_at FROM tasks "
+                "WHERE task_id = $8",
+                *rescore_task_values(run, task),
+            )
+            await conn.execute(
+                f"INSERT INTO subtasks (run_id, task_id, {', '.join(COPIED_SUBTASK_COLUMNS)}) "
+                f"SELECT $1, $2, {copied_select(task.keep_logprobs)} FROM subtasks "
+                f"WHERE task_id = $3 AND phase = 0 AND state IN ({states}) ORDER BY row_id",
+                run.run_id,
+                task.task_id,
+                task.source_task_id,
+            )
+        counters = copied_counters(
+            await conn.fetch(
+                "SELECT task_id, state, COUNT(*) FROM subtasks WHERE run_id = $1 "
+                "GROUP BY task_id, state",
+                run.run_id,
+            )
+        )
+        await conn.executemany(
+            "UPDATE tasks SET total = $1, succeeded = $2, failed_permanent = $3, cancelled = $4 "
+            "WHERE task_id = $5",
+            [
+                (*counter_values(counters.get(task.task_id, Counters())), task.task_id)
+                for task in tasks
+            ],
+        )
+        await conn.execute(
+            "UPDATE runs SET total = $1, succeeded = $2, failed_permanent = $3, cancelled = $4 "
+            "WHERE run_id = $5",
+            *counter_values(summed_counters(counters.values())),
+            run.run_id,
+        )
+        await append_events(conn, run.run_id, rescore_events(now), retain, origin)
         await notify(conn, [notice(WORK, origin, run.run_id)])
         created = await read_run(conn, run.run_id)
     assert created is not None

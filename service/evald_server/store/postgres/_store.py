@@ -63,6 +63,7 @@ from evald_server.store._records import (
     NewTask,
     ProfileInputs,
     RecordRow,
+    RescoreTask,
     RunRow,
     SampleScoreRow,
     SharedRate,
@@ -396,6 +397,19 @@ class PostgresStore:
         self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
     ) -> tuple[RunRow, bool]:
         return await self._run(runs.create_run, run, tasks, self._retain, max_live_runs, self.owner)
+
+    async def create_rescore_run(
+        self, run: NewRun, tasks: Sequence[RescoreTask], *, max_live_runs: int | None = None
+    ) -> tuple[RunRow, bool]:
+        return await self._run(
+            runs.create_rescore_run,
+            run,
+            tasks,
+            time.time(),
+            self._retain,
+            max_live_runs,
+            self.owner,
+        )
 
     async def get_run(self, run_id: str) -> RunRow | None:
         return await self._run(reads.get_run, run_id)

@@ -8,20 +8,26 @@ file (one process per file).
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from evald_server.domain import EvalError, RunState, SubtaskState
+from evald_server.domain import Counters, EvalError, RunState, SubtaskState
 from evald_server.store._errors import LiveRunLimitReached
 from evald_server.store._plans import (
     Answer,
     CounterDeltas,
     cancel_applies,
     cancel_events,
+    copied_counters,
+    counter_values,
     finish_events,
     new_run_values,
     new_subtask_rows,
     new_task_values,
+    rescore_events,
+    rescore_run_values,
+    rescore_task_values,
     run_end,
     score_values,
     state_event,
+    summed_counters,
 )
 from evald_server.store._records import (
     EventRow,
@@ -30,6 +36,7 @@ from evald_server.store._records import (
     NewEvent,
     NewRun,
     NewTask,
+    RescoreTask,
     RunRow,
     SampleScoreRow,
     TaskFinish,
@@ -37,9 +44,12 @@ from evald_server.store._records import (
 )
 from evald_server.store._rows import (
     ANSWER_COLUMNS,
+    COPIED_STATES,
+    COPIED_SUBTASK_COLUMNS,
     COUNTER_COLUMNS,
     NEW_SUBTASK_COLUMNS,
     UNJUDGED_FROM,
+    copied_select,
     dumps,
     error_json,
 )
@@ -73,22 +83,9 @@ def create_run(
     transaction, so concurrent creates cannot all pass the same count.
     """
     with transaction(conn):
-        if run.request_id is not None:
-            found = conn.execute(
-                "SELECT run_id FROM runs WHERE tenant = ? AND request_id = ?",
-                (run.tenant, run.request_id),
-            ).fetchone()
-            if found is not None:
-                existing = read_run(conn, found[0])
-                assert existing is not None
-                return existing, False
-        if max_live_runs is not None:
-            (live,) = conn.execute(
-                "SELECT COUNT(*) FROM runs WHERE tenant = ? AND state IN ('pending', 'running')",
-                (run.tenant,),
-            ).fetchone()
-            if live >= max_live_runs:
-                raise LiveRunLimitReached(live, max_live_runs)
+        existing = _existing_or_over_quota(conn, run, max_live_runs)
+        if existing is not None:
+            return existing, False
         conn.execute(
             "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
             "total, pending, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -106,6 +103,88 @@ def create_run(
             new_subtask_rows(run, tasks),
         )
         append_events(conn, run.run_id, [state_event(RunState.PENDING, run.created_at)], retain)
+        created = read_run(conn, run.run_id)
+    assert created is not None
+    return created, True
+
+
+def _existing_or_over_quota(
+    conn: sqlite3.Connection, run: NewRun, max_live_runs: int | None
+) -> RunRow | None:
+    """The run this ``request_id`` created before, if any; ``LiveRunLimitReached`` with
+    ``max_live_runs`` unfinished runs of the tenant already there."""
+    if run.request_id is not None:
+        found = conn.execute(
+            "SELECT run_id FROM runs WHERE tenant = ? AND request_id = ?",
+            (run.tenant, run.request_id),
+        ).fetchone()
+        if found is not None:
+            existing = read_run(conn, found[0])
+            assert existing is not None
+            return existing
+    if max_live_runs is not None:
+        (live,) = conn.execute(
+            "SELECT COUNT(*) FROM runs WHERE tenant = ? AND state IN ('pending', 'running')",
+            (run.tenant,),
+        ).fetchone()
+        if live >= max_live_runs:
+            raise LiveRunLimitReached(live, max_live_runs)
+    return None
+
+
+def create_rescore_run(
+    conn: sqlite3.Connection,
+    run: NewRun,
+    tasks: Sequence[RescoreTask],
+    now: float,
+    retain: int,
+    max_live_runs: int | None = None,
+) -> tuple[RunRow, bool]:
+    """Insert a rescored run, its tasks (in ``scoring``) and a copy of each source
+    task's terminal answers, in one transaction: all of it or nothing. Idempotent by
+    ``request_id`` and quota-checked as ``create_run``."""
+    with transaction(conn):
+        existing = _existing_or_over_quota(conn, run, max_live_runs)
+        if existing is not None:
+            return existing, False
+        conn.execute(
+            "INSERT INTO runs (run_id, tenant, name, request_id, request_hash, spec, state, "
+            "created_at, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rescore_run_values(run, now),
+        )
+        for task in tasks:
+            conn.execute(
+                "INSERT INTO tasks (task_id, run_id, ordinal, model_id, model, dataset_id, "
+                "state, started_at) SELECT ?, ?, ?, ?, ?, ?, ?, started_at FROM tasks "
+                "WHERE task_id = ?",
+                rescore_task_values(run, task),
+            )
+            conn.execute(
+                f"INSERT INTO subtasks (run_id, task_id, {', '.join(COPIED_SUBTASK_COLUMNS)}) "
+                f"SELECT ?, ?, {copied_select(task.keep_logprobs)} FROM subtasks "
+                f"WHERE task_id = ? AND phase = 0 AND state IN ({marks(len(COPIED_STATES))}) "
+                "ORDER BY row_id",
+                (run.run_id, task.task_id, task.source_task_id, *COPIED_STATES),
+            )
+        counters = copied_counters(
+            conn.execute(
+                "SELECT task_id, state, COUNT(*) FROM subtasks WHERE run_id = ? "
+                "GROUP BY task_id, state",
+                (run.run_id,),
+            )
+        )
+        for task in tasks:
+            conn.execute(
+                "UPDATE tasks SET total = ?, succeeded = ?, failed_permanent = ?, cancelled = ? "
+                "WHERE task_id = ?",
+                (*counter_values(counters.get(task.task_id, Counters())), task.task_id),
+            )
+        conn.execute(
+            "UPDATE runs SET total = ?, succeeded = ?, failed_permanent = ?, cancelled = ? "
+            "WHERE run_id = ?",
+            (*counter_values(summed_counters(counters.values())), run.run_id),
+        )
+        append_events(conn, run.run_id, rescore_events(now), retain)
         created = read_run(conn, run.run_id)
     assert created is not None
     return created, True

@@ -50,6 +50,7 @@ from evald_server.store._records import (
     NewTask,
     ProfileInputs,
     RecordRow,
+    RescoreTask,
     RunRow,
     SampleScoreRow,
     SharedRate,
@@ -257,6 +258,13 @@ class SqliteStore:
         self, run: NewRun, tasks: Sequence[NewTask], *, max_live_runs: int | None = None
     ) -> tuple[RunRow, bool]:
         return await self._write(runs.create_run, run, tasks, self._retain, max_live_runs)
+
+    async def create_rescore_run(
+        self, run: NewRun, tasks: Sequence[RescoreTask], *, max_live_runs: int | None = None
+    ) -> tuple[RunRow, bool]:
+        return await self._write(
+            runs.create_rescore_run, run, tasks, time.time(), self._retain, max_live_runs
+        )
 
     async def get_run(self, run_id: str) -> RunRow | None:
         return await self._read(reads.get_run, run_id)
