@@ -28,6 +28,7 @@ from evald_client._convert_requests import (
     dataset_ref_to_proto,
     generation_to_proto,
     judge_options_to_proto,
+    prompt_format_to_proto,
     prompt_to_proto,
     retry_policy_to_proto,
 )
@@ -38,7 +39,14 @@ from evald_client._convert_runs import (
     run_from_proto,
     sample_from_proto,
 )
-from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
+from evald_client._enums import (
+    ChoiceScoring,
+    ErrorCategory,
+    PromptFormat,
+    RunState,
+    SubtaskState,
+    TaskType,
+)
 from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
 from evald_client._events import RunEvent
 from evald_client._models import (
@@ -241,6 +249,7 @@ class AsyncEvaldClient:
         budget: Budget | None = None,
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
+        prompt_format: PromptFormat | str | None = None,
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
@@ -249,7 +258,9 @@ class AsyncEvaldClient:
         ``choice_scoring``, which apply to every dataset of the run). ``budget`` caps
         what the run may spend (cost in USD, tokens). ``judge`` grades every answer with
         a judge model; ``response_cache`` answers from (and fills) the server's
-        response cache.
+        response cache. ``prompt_format`` sends the prompts through the server's chat
+        template (``chat``, the default) or as plain text to the completions endpoint
+        (``plain``); loglikelihood choice scoring is always plain.
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -275,6 +286,8 @@ class AsyncEvaldClient:
         if judge is not None:
             spec.judge.CopyFrom(judge_options_to_proto(judge))
         spec.response_cache = response_cache
+        if prompt_format is not None:
+            spec.prompt_format = prompt_format_to_proto(PromptFormat(prompt_format))
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return run_from_proto(response.run)

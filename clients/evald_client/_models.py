@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from evald_client._enums import (
+    ChoiceContinuation,
     ChoiceScoring,
     ErrorCategory,
     FinishReason,
     JudgeScoreFormat,
+    PromptFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -109,6 +111,8 @@ class DatasetOptions:
     generation: GenerationParams | None = None
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
+    choice_continuation: ChoiceContinuation | None = None  # loglikelihood: letters or texts
+    prompt_format: PromptFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,6 +246,7 @@ class RunSpec:
     budget: Budget | None = None
     judge: JudgeOptions | None = None
     response_cache: bool = False
+    prompt_format: PromptFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

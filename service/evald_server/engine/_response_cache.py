@@ -87,7 +87,8 @@ def _request_text(item: ClaimedSubtask, ctx: TaskContext) -> object:
 
 
 def uses_cache(ctx: TaskContext) -> bool:
-    return ctx.cache_scope is not None and ctx.top_logprobs is None
+    # Log-probabilities (first token or loglikelihood) are not kept by the cache.
+    return ctx.cache_scope is not None and ctx.top_logprobs is None and ctx.continuation is None
 
 
 def cacheable(outcome: SubtaskOutcome) -> CachedAnswer | None:

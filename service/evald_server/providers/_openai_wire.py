@@ -43,6 +43,12 @@ def chat_url(base_url: str) -> str:
     return f"{base}/v1/chat/completions"
 
 
+def completions_url(base_url: str) -> str:
+    """``{base_url}/v1/completions``, by the same rule as ``chat_url``."""
+    base = base_url.rstrip("/")
+    return f"{base}/completions" if base.endswith("/v1") else f"{base}/v1/completions"
+
+
 def request_body(model_name: str, request: ProviderRequest, *, stream: bool) -> bytes:
     """The JSON body; generation params are sent only when set (the engine merged them).
 

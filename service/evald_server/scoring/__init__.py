@@ -21,6 +21,7 @@ from evald_server.scoring._intervals import (
     wilson_interval,
 )
 from evald_server.scoring._isolation import UNSCORABLE_FLAG
+from evald_server.scoring._loglikelihood import LOGLIKELIHOOD_MARK, continuation_entries
 from evald_server.scoring._pages import (
     EncodedPage,
     EncodedSample,
@@ -70,6 +71,7 @@ from evald_server.scoring._types import (
 )
 
 __all__ = [
+    "LOGLIKELIHOOD_MARK",
     "UNSCORABLE_FLAG",
     "BaseScorer",
     "ChoiceLetterStats",
@@ -109,6 +111,7 @@ __all__ = [
     "UnscorableSample",
     "WorstExample",
     "bootstrap_distribution",
+    "continuation_entries",
     "majority_correct",
     "pass_at_k",
     "pass_hat_k",
