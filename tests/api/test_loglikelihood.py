@@ -19,7 +19,7 @@ from evald_client import (
     PromptFormat,
     SubtaskState,
 )
-from evald_server.fake_provider import FakeConfig, FakeProvider
+from evald_server.fake_provider import FakeChatRequest, FakeConfig, FakeProvider
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -163,3 +163,45 @@ async def test_a_model_without_completions_is_refused(tmp_path: Path) -> None:
                 )
     assert "needs the completions endpoint" in str(caught.value)
     assert "fake" in str(caught.value)
+
+
+def _answer_by_endpoint(chat: FakeChatRequest) -> str:
+    """Plain prompts (/v1/completions, a "prompt" body) are answered B, chat ones A."""
+    return "B" if "prompt" in chat.body else "A"
+
+
+@pytest.mark.parametrize(
+    ("prompt_format", "letter", "scoring"),
+    [
+        (None, "A", ChoiceScoring.TEXT),
+        (PromptFormat.CHAT, "A", ChoiceScoring.TEXT),
+        (PromptFormat.PLAIN, "B", ChoiceScoring.TEXT),
+        (PromptFormat.PLAIN, "B", ChoiceScoring.LOGPROBS),
+    ],
+)
+async def test_the_prompt_format_picks_the_endpoint_and_is_recorded(
+    tmp_path: Path, prompt_format: PromptFormat | None, letter: str, scoring: ChoiceScoring
+) -> None:
+    async with FakeProvider(FakeConfig(), answer=_answer_by_endpoint) as fake:
+        config = make_config(tmp_path, models=[_model(fake)])
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            await client.upload_dataset(
+                name="mc", version="1.0.0", task_type="multiple_choice", records=LETTERS
+            )
+            run = await client.create_run(
+                models=["fake"],
+                datasets=[("mc", "1.0.0")],
+                choice_scoring=scoring,
+                prompt_format=prompt_format,
+            )
+            await client.wait(run.run_id, timeout_s=60)
+            (result,) = await client.results(run.run_id)
+            samples = [s async for s in client.samples(run.run_id)]
+            spec = (await client.get_run(run.run_id)).spec
+    assert {s.output for s in samples} == {letter}
+    assert {s.scores["predicted_index"] for s in samples} == {ord(letter) - ord("A")}
+    assert result.provenance.prompt_format is (prompt_format or PromptFormat.CHAT)
+    assert spec.prompt_format is prompt_format
+    if scoring is ChoiceScoring.LOGPROBS:  # the legacy logprobs block was read
+        assert result.payload is not None
+        assert result.payload.logprob_scored == len(LETTERS)  # type: ignore[union-attr]

@@ -47,6 +47,7 @@ def task_contexts(
             policy=spec.retry_policy,
             top_logprobs=TOP_LOGPROBS if logprobs else None,
             continuation=spec.continuation_for(ref) if loglikelihood else None,
+            prompt_format=spec.prompt_format_for(ref, task_type),
             pricing=Pricing.of(answer.price),
             cache_scope=cache_scope(answer.model_id),
         )

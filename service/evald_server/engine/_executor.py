@@ -22,6 +22,7 @@ from evald_server.domain import (
     ErrorReason,
     EvalError,
     OutcomeKind,
+    PromptFormat,
     SubtaskPhase,
     TaskType,
 )
@@ -58,6 +59,8 @@ class TaskContext:
     top_logprobs: int | None = None  # ask for log-probabilities (choice scoring LOGPROBS)
     # Loglikelihood scoring (a call per choice, ``_loglikelihood``): the continuations.
     continuation: ChoiceContinuation | None = None
+    # PLAIN: the prompt's text goes to the completions endpoint, without a chat template.
+    prompt_format: PromptFormat = PromptFormat.CHAT
     pricing: Pricing | None = None  # the task's model price; None: cost unknown
     judge: JudgePrompt | None = None  # a task's judge phase: the rubric and score format
     cache_scope: str | None = None  # the response cache's scope; None: the run uses none
@@ -124,6 +127,9 @@ async def call_model(
             request_key=item.subtask_id,
             reference=_reference(item, ctx) if reference else {},
             top_logprobs=ctx.top_logprobs,
+            prompt_text=ctx.prompt.plain_text(item.fields, item.record_id)
+            if ctx.prompt_format is PromptFormat.PLAIN and ctx.judge is None
+            else None,
         )
         completion = await provider.complete(request)
     except ProviderFailure as failure:

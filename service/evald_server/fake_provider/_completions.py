@@ -8,8 +8,9 @@ remote tokenizer, so that both tools see the same tokens.
 
 A token's log-probability is ``EchoLogprobFn(prefix, token)``: the text before it and
 the token. The default, ``hashed_logprob``, is a fixed function of both (a test can
-compute every number it serves); a test may pass a table instead. With ``max_tokens``
-1 the fake generates one token, ``"."``, after the prompt.
+compute every number it serves); a test may pass a table instead. With ``echo`` and
+``max_tokens`` 1 the fake generates one token, ``"."``, after the prompt; without echo
+(a plain prompt) it generates the answer the chat endpoint would give.
 
 ``EchoMode.LLAMA_CPP`` reproduces llama-cpp-python 0.3.36's echo as measured against
 its server: the generated token's text is in ``text`` but not in ``tokens`` (nor its
@@ -91,11 +92,20 @@ def prompts_of(prompt: object, vocabulary: Vocabulary) -> list[str]:
 
 
 def completion_choice(
-    index: int, prompt: str, *, echo: bool, max_tokens: int, logprob: EchoLogprobFn, mode: EchoMode
+    index: int,
+    prompt: str,
+    *,
+    echo: bool,
+    max_tokens: int,
+    logprob: EchoLogprobFn,
+    mode: EchoMode,
+    answer: str = GENERATED,
+    finish_reason: str = "length",
 ) -> tuple[dict[str, Any], int, int]:
-    """One ``choices[]`` entry, and its prompt and completion token counts."""
+    """One ``choices[]`` entry, and its prompt and completion token counts: ``answer``
+    is what was generated (already cut to ``max_tokens``; nothing for 0)."""
     prompt_tokens = tokenize(prompt)
-    generated = [GENERATED] if max_tokens != 0 else []
+    generated = tokenize(answer) if max_tokens != 0 else []
     listed = [*prompt_tokens, *generated] if echo else generated
     text = ("".join(prompt_tokens) if echo else "") + "".join(generated)
     tokens, numbers, offsets, tops = [], [], [], []
@@ -119,7 +129,7 @@ def completion_choice(
         "text_offset": offsets[:kept],
         "top_logprobs": tops[:kept],
     }
-    choice = {"text": text, "index": index, "logprobs": block, "finish_reason": "length"}
+    choice = {"text": text, "index": index, "logprobs": block, "finish_reason": finish_reason}
     return choice, len(prompt_tokens), len(generated)
 
 

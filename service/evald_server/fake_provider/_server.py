@@ -32,6 +32,7 @@ from aiohttp import web
 from evald_server.config import ModelConfig
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, Kind
 from evald_server.fake_provider._completions import (
+    GENERATED,
     EchoLogprobFn,
     EchoMode,
     Vocabulary,
@@ -491,7 +492,9 @@ class FakeProvider:
             if behaviour.kind is Kind.STATUS:
                 response = _error(behaviour.status, behaviour.message or behaviour.label)
             else:
-                response = self._echo(body, prompts, chat.model, entry, quota_headers)
+                response = self._echo(
+                    body, prompts, chat.model, entry, quota_headers, behaviour, key
+                )
         except asyncio.CancelledError:
             if entry.finished_at is None:
                 self.journal.disconnect(entry, behaviour.label)
@@ -506,18 +509,29 @@ class FakeProvider:
         model: str,
         entry: JournalEntry,
         headers: Mapping[str, str],
+        behaviour: Behaviour,
+        key: str | None,
     ) -> web.Response:
         max_tokens = body.get("max_tokens")
         mode = EchoMode(self._config.echo_mode)
+        echo = body.get("echo") is True
         choices, prompt_tokens, completion_tokens = [], 0, 0
         for index, prompt in enumerate(prompts):
+            answer, finish_reason = GENERATED, "length"
+            if not echo:  # a plain prompt: the answer the chat endpoint would give
+                chat = FakeChatRequest(key, model, ({"role": "user", "content": prompt},), body)
+                answer, finish_reason = truncate(
+                    self._answer(behaviour, self._config, chat), max_tokens
+                )
             choice, used, made = completion_choice(
                 index,
                 prompt,
-                echo=body.get("echo") is True,
+                echo=echo,
                 max_tokens=max_tokens if isinstance(max_tokens, int) else 16,
                 logprob=self._echo_logprob,
                 mode=mode,
+                answer=answer,
+                finish_reason=finish_reason,
             )
             choices.append(choice)
             prompt_tokens += used

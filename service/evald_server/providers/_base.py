@@ -30,6 +30,9 @@ class ProviderRequest:
     reference: Mapping[str, Any] = field(default_factory=dict)
     # Ask for the first token's top alternatives with log-probabilities (None: don't).
     top_logprobs: int | None = None
+    # The plain prompt format: this text goes to /v1/completions, no chat template (the
+    # messages are kept for estimates and costs); None: the messages go to chat.
+    prompt_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,8 @@ from evald_server.providers._openai_wire import (
     completions_url,
     error_detail,
     parse_completion,
+    parse_plain_completion,
+    plain_request_body,
     request_body,
 )
 from evald_server.providers._rate_limit_headers import (
@@ -151,13 +153,22 @@ class OpenAIProvider:
         return self._url
 
     async def complete(self, request: ProviderRequest) -> Completion:
+        if request.prompt_text is not None:  # the plain format: completions, not streamed
+            body = plain_request_body(self._model_name, request)
+            return await self._exchange(
+                self._completions_endpoint(), body, request.request_key, self._read_plain
+            )
         body = request_body(self._model_name, request, stream=self._stream)
         return await self._exchange(self._url, body, request.request_key, self._read)
 
-    async def loglikelihood(self, request: ContinuationRequest) -> ContinuationAnswer:
-        """One echo call to ``/v1/completions`` (``providers._echo``)."""
+    def _completions_endpoint(self) -> str:
         if self._completions_url is None:
             raise RuntimeError(f"model {self._model_id!r} is not registered with 'completions'")
+        return self._completions_url
+
+    async def loglikelihood(self, request: ContinuationRequest) -> ContinuationAnswer:
+        """One echo call to ``/v1/completions`` (``providers._echo``)."""
+        url = self._completions_endpoint()
         context, continuation = split_context(request.context, request.continuation)
         fields = echo_request_fields(context + continuation, self._echo_max_tokens, request.seed)
         body = json.dumps(
@@ -167,7 +178,7 @@ class OpenAIProvider:
         async def read(response: aiohttp.ClientResponse, started: float) -> ContinuationAnswer:
             return await self._read_echo(response, started, context, continuation)
 
-        return await self._exchange(self._completions_url, body, request.request_key, read)
+        return await self._exchange(url, body, request.request_key, read)
 
     async def _exchange(
         self,
@@ -266,16 +277,20 @@ class OpenAIProvider:
             rate_limits=self._rate_limits(response),
         )
 
-    async def _read(self, response: aiohttp.ClientResponse, started: float) -> Completion:
-        if response.status == 200 and self._stream:
+    async def _read_plain(self, response: aiohttp.ClientResponse, started: float) -> Completion:
+        return await self._read(response, started, plain=True)
+
+    async def _read(
+        self, response: aiohttp.ClientResponse, started: float, *, plain: bool = False
+    ) -> Completion:
+        if response.status == 200 and self._stream and not plain:
             return await self._read_stream(response, started)
         if response.status != 200:
             await self._fail_status(response, started)
+        parse = parse_plain_completion if plain else parse_completion
         try:
             raw = await _read_capped(response, self._max_response_bytes)
-            parsed = parse_completion(
-                raw, max_answer_bytes=self._max_answer_bytes, bounds=self._bounds
-            )
+            parsed = parse(raw, max_answer_bytes=self._max_answer_bytes, bounds=self._bounds)
         except BodyTooLarge as exc:
             raise bad_response_failure(
                 f"response body exceeds max_response_bytes ({self._max_response_bytes} bytes) "
