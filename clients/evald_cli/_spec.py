@@ -7,7 +7,8 @@ Example (TOML)::
     datasets = [{ name = "sentiment", version = "1.0.0" }, "reading_qa@1.0.0"]
     max_concurrency = 8
     repeat = 1
-    choice_scoring = "text"         # multiple-choice datasets: "text" or "logprobs"
+    choice_scoring = "text"         # multiple-choice: "text", "logprobs" or "loglikelihood"
+    prompt_format = "chat"          # "chat" (the server's chat template) or "plain"
 
     [prompt]                        # every dataset of the run (replaces the upload's)
     system_message = "You are a careful expert."
@@ -47,6 +48,12 @@ A dataset entry may carry its own settings, which win over the run's and the mod
     choice_scoring = "logprobs"
     generation = { max_tokens = 1 }
     prompt = { shots = 5, shots_from = "mmlu-dev@1.0.0", shot_format = "chat_turns" }
+
+    [[datasets]]
+    name = "arc"
+    version = "1.0.0"
+    choice_scoring = "loglikelihood"    # lm-eval's method, over /v1/completions
+    choice_continuation = "texts"       # " <choice text>" (default "letters": " A")
 """
 
 import json
@@ -59,18 +66,22 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from evald_cli._errors import CliError
 from evald_client import (
     Budget,
+    ChoiceContinuation,
     ChoiceScoring,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
     JudgeOptions,
     JudgeScoreFormat,
+    PromptFormat,
     PromptOptions,
     RetryPolicy,
     ShotFormat,
 )
 
 _NonEmpty = Annotated[str, Field(min_length=1)]
+_Scoring = Literal["text", "logprobs", "loglikelihood"]
+_Format = Literal["chat", "plain"]
 
 
 class _Strict(BaseModel):
@@ -171,11 +182,20 @@ class _JudgeEntry(_Strict):
 class _DatasetEntry(_RefEntry):
     generation: _GenerationEntry | None = None
     prompt: _PromptEntry | None = None
-    choice_scoring: Literal["text", "logprobs"] | None = None
+    choice_scoring: _Scoring | None = None
+    choice_continuation: Literal["letters", "texts"] | None = None
+    prompt_format: _Format | None = None
 
     @property
     def has_settings(self) -> bool:
-        return (self.generation, self.prompt, self.choice_scoring) != (None, None, None)
+        settings = (
+            self.generation,
+            self.prompt,
+            self.choice_scoring,
+            self.choice_continuation,
+            self.prompt_format,
+        )
+        return any(value is not None for value in settings)
 
 
 class RunSpecFile(_Strict):
@@ -194,7 +214,8 @@ class RunSpecFile(_Strict):
     labels: dict[str, str] = {}
     request_id: str | None = None
     prompt: _PromptEntry | None = None
-    choice_scoring: Literal["text", "logprobs"] | None = None
+    choice_scoring: _Scoring | None = None
+    prompt_format: _Format | None = None
     judge: _JudgeEntry | None = None
     response_cache: bool = False
 
@@ -240,6 +261,12 @@ class RunSpecFile(_Strict):
                 choice_scoring=None
                 if entry.choice_scoring is None
                 else ChoiceScoring(entry.choice_scoring),
+                choice_continuation=None
+                if entry.choice_continuation is None
+                else ChoiceContinuation(entry.choice_continuation),
+                prompt_format=None
+                if entry.prompt_format is None
+                else PromptFormat(entry.prompt_format),
             )
             for entry in self.datasets
             if entry.has_settings
