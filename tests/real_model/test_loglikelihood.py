@@ -98,9 +98,9 @@ async def test_the_inconsistent_echo_is_reported_not_scored(
     assert {s.state for s in answered} == {SubtaskState.SUCCEEDED}
     assert plain.provenance.prompt_format is PromptFormat.PLAIN
     letters = [s.scores["predicted_index"] for s in answered]
-    accuracy = sum(
-        s.scores["predicted_index"] == s.scores["gold_index"] for s in answered
-    ) / len(answered)
+    accuracy = sum(s.scores["predicted_index"] == s.scores["gold_index"] for s in answered) / len(
+        answered
+    )
     assert plain.metrics["accuracy"] == pytest.approx(accuracy)
     assert final.state is RunState.PARTIAL  # one task failed whole, one succeeded
 
@@ -118,9 +118,7 @@ async def test_the_inconsistent_echo_is_reported_not_scored(
             },
             "plain_logprobs": {
                 "accuracy": round(accuracy, 4),
-                "predicted_letters": "".join(
-                    sorted("ABCD"[int(i)] for i in letters if i >= 0)
-                ),
+                "predicted_letters": "".join(sorted("ABCD"[int(i)] for i in letters if i >= 0)),
                 "latency_p50_ms": round(plain.execution.latency_p50_ms, 1),
             },
         }
