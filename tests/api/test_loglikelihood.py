@@ -19,7 +19,7 @@ from evald_client import (
     PromptFormat,
     SubtaskState,
 )
-from evald_server.fake_provider import FakeChatRequest, FakeConfig, FakeProvider
+from evald_server.fake_provider import FakeChatRequest, FakeConfig, FakeProvider, Quota
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -205,3 +205,29 @@ async def test_the_prompt_format_picks_the_endpoint_and_is_recorded(
     if scoring is ChoiceScoring.LOGPROBS:  # the legacy logprobs block was read
         assert result.payload is not None
         assert result.payload.logprob_scored == len(LETTERS)  # type: ignore[union-attr]
+
+
+async def test_every_call_spends_the_models_request_budget(tmp_path: Path) -> None:
+    # The fake's quota: 4 requests deep, 4 a second. Were a sample's 4 calls charged as
+    # one request, its calls would run ahead of the budget and meet 429s.
+    quota = Quota(requests_per_minute=240, burst_s=1.0)
+    config = FakeConfig(quotas={"fake": quota})
+    async with FakeProvider(config, echo_logprob=echo_logprob) as fake:
+        model = _model(fake, requests_per_minute=240, budget_burst_s=1.0)
+        server_config = make_config(tmp_path, models=[model])
+        records = [{**LETTERS[i % 3], "id": f"r{i}"} for i in range(5)]
+        async with running_server(server_config) as address, AsyncEvaldClient(address) as client:
+            await client.upload_dataset(
+                name="mc", version="1.0.0", task_type="multiple_choice", records=records
+            )
+            run = await client.create_run(
+                models=["fake"],
+                datasets=[("mc", "1.0.0")],
+                choice_scoring=ChoiceScoring.LOGLIKELIHOOD,
+            )
+            await client.wait(run.run_id, timeout_s=60)
+            (result,) = await client.results(run.run_id)
+        outcomes = fake.journal.outcomes()
+    assert outcomes == {"ok": 20}
+    assert result.execution.requests == 20
+    assert result.execution.rate_limited == 0

@@ -130,7 +130,7 @@ class MultipleChoiceScorer(BaseScorer):
             extraction, logprobs, fell_back, picked = _read(sample, choices)
             gold[i] = gold_choice_index(sample.record)
             pred[i] = -1 if extraction.index is None else extraction.index
-            loglikelihood[i] = picked is not None or extraction.rule == LOGLIKELIHOOD
+            loglikelihood[i] = is_loglikelihood(sample.top_logprobs)
             pred_norm[i] = pred[i] if picked is None else picked.acc_norm
             pred_bytes[i] = pred[i] if picked is None else picked.acc_bytes
             rules.append(extraction.rule)
