@@ -231,3 +231,13 @@ async def test_every_call_spends_the_models_request_budget(tmp_path: Path) -> No
     assert outcomes == {"ok": 20}
     assert result.execution.requests == 20
     assert result.execution.rate_limited == 0
+
+
+async def test_each_choice_is_asked_once_under_its_own_key(tmp_path: Path) -> None:
+    async with FakeProvider(FakeConfig(), echo_logprob=echo_logprob) as fake:
+        await _run(tmp_path, fake, LETTERS, "letters")
+        keys = [e.key for e in fake.journal.entries]
+        duplicates = fake.journal.duplicates_after_success()
+    assert len(keys) == len(set(keys)) == 12
+    assert all(key is not None and key.endswith(("#0", "#1", "#2", "#3")) for key in keys)
+    assert not duplicates

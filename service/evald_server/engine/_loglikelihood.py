@@ -59,10 +59,13 @@ class ChoiceCalls:
         prompt_tokens: int | None = 0
         completion_tokens: int | None = 0
         latency_s = 0.0
-        for continuation in self._continuations:
+        for index, continuation in enumerate(self._continuations):
             self.made += 1
+            # Each call its own key (X-Evald-Subtask): a fake's journal tells a choice's
+            # call from a repeated one.
+            key = f"{self._item.subtask_id}#{index}"
             answer = await provider.loglikelihood(
-                ContinuationRequest(self._context, continuation, self._item.subtask_id, seed)
+                ContinuationRequest(self._context, continuation, key, seed)
             )
             self.rate_limits = answer.rate_limits or self.rate_limits
             logprobs.append(answer.logprob)
