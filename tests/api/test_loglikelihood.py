@@ -16,6 +16,7 @@ from evald_client import (
     DatasetOptions,
     DatasetRef,
     InvalidArgument,
+    JudgeOptions,
     PromptFormat,
     SubtaskState,
 )
@@ -241,3 +242,20 @@ async def test_each_choice_is_asked_once_under_its_own_key(tmp_path: Path) -> No
     assert len(keys) == len(set(keys)) == 12
     assert all(key is not None and key.endswith(("#0", "#1", "#2", "#3")) for key in keys)
     assert not duplicates
+
+
+async def test_a_judge_is_refused_where_nothing_is_generated(tmp_path: Path) -> None:
+    async with FakeProvider(FakeConfig()) as fake:
+        config = make_config(tmp_path, models=[_model(fake)])
+        async with running_server(config) as address, AsyncEvaldClient(address) as client:
+            await client.upload_dataset(
+                name="mc", version="1.0.0", task_type="multiple_choice", records=LETTERS
+            )
+            with pytest.raises(InvalidArgument) as caught:
+                await client.create_run(
+                    models=["fake"],
+                    datasets=[("mc", "1.0.0")],
+                    choice_scoring=ChoiceScoring.LOGLIKELIHOOD,
+                    judge=JudgeOptions(model_id="fake"),
+                )
+    assert "generates no answer for a judge" in str(caught.value)

@@ -71,13 +71,31 @@ def _check_completions_endpoint(
     spec: RunSpec, datasets: Sequence[DatasetRow], models: Mapping[str, ModelConfig]
 ) -> None:
     """A dataset whose prompts go plain (loglikelihood scoring, or PROMPT_FORMAT_PLAIN)
-    needs every model of the run registered with ``completions``."""
+    needs every model of the run registered with ``completions``; loglikelihood scoring
+    generates no answer, so a judge has nothing to grade there."""
     plain = [
         d
         for d in datasets
         if spec.prompt_format_for(DatasetRef(d.name, d.benchmark_version), d.task_type)
         is PromptFormat.PLAIN
     ]
+    loglikelihood = [
+        d
+        for d in plain
+        if spec.choice_scoring_for(DatasetRef(d.name, d.benchmark_version))
+        is ChoiceScoring.LOGLIKELIHOOD
+    ]
+    if loglikelihood and spec.judge is not None:
+        first = loglikelihood[0]
+        message = (
+            f"{first.name} {first.benchmark_version} uses loglikelihood scoring, which "
+            "generates no answer for a judge to grade"
+        )
+        raise InvalidArgument(
+            ErrorReason.RUN_SPEC_INVALID,
+            f"invalid run spec: judge: {message}",
+            field_violations=(FieldViolation("spec.judge", message),),
+        )
     missing = [m for m in spec.models if "completions" not in models[m].endpoints]
     if not plain or not missing:
         return
