@@ -117,11 +117,14 @@ def run() -> run_pb2.Run:
                     dataset=dataset_pb2.DatasetRef(name="qa-mini", benchmark_version="v1"),
                     generation_overrides=model_pb2.GenerationParams(max_tokens=16, stop=["\n"]),
                     prompt=_prompt_options(),
-                    choice_scoring=enums_pb2.CHOICE_SCORING_TEXT,
+                    choice_scoring=enums_pb2.CHOICE_SCORING_LOGLIKELIHOOD,
+                    choice_continuation=enums_pb2.CHOICE_CONTINUATION_TEXTS,
+                    prompt_format=enums_pb2.PROMPT_FORMAT_PLAIN,
                 )
             ],
             prompt=dataset_pb2.PromptOptions(system_message="Be brief."),
             choice_scoring=enums_pb2.CHOICE_SCORING_LOGPROBS,
+            prompt_format=enums_pb2.PROMPT_FORMAT_CHAT,
             budget=run_pb2.RunBudget(max_cost_usd=2.5, max_tokens=1_000_000),
             judge=run_pb2.JudgeSpec(
                 model_id="judge-large",

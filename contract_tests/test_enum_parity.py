@@ -14,11 +14,13 @@ from contract_tests._support import evald_enums
 from evald.v1 import comparison_pb2, enums_pb2, errors_pb2, sample_pb2
 from evald_server.comparison import PairedTest, TaskPairing
 from evald_server.domain import (
+    ChoiceContinuation,
     ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     FinishReason,
     JudgeScoreFormat,
+    PromptFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -40,6 +42,8 @@ MIRRORED: list[tuple[type[Enum], EnumDescriptor]] = [
     (TaskPairing, comparison_pb2.TaskPairing.DESCRIPTOR),
     (ShotFormat, enums_pb2.ShotFormat.DESCRIPTOR),
     (ChoiceScoring, enums_pb2.ChoiceScoring.DESCRIPTOR),
+    (ChoiceContinuation, enums_pb2.ChoiceContinuation.DESCRIPTOR),
+    (PromptFormat, enums_pb2.PromptFormat.DESCRIPTOR),
     (JudgeScoreFormat, enums_pb2.JudgeScoreFormat.DESCRIPTOR),
     (FinishReason, sample_pb2.FinishReason.DESCRIPTOR),
     (Reducer, enums_pb2.ReducerKind.DESCRIPTOR),

@@ -175,6 +175,7 @@ async def _create(
         dataset_options=spec.dataset_options(),
         prompt=spec.run_prompt(),
         choice_scoring=spec.choice_scoring,
+        prompt_format=spec.prompt_format,
         judge=spec.judge_options(),
         response_cache=spec.response_cache if cache is None else cache,
         reducers=spec.reducers,

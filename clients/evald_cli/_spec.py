@@ -9,6 +9,8 @@ Example (TOML)::
     repeat = 1
     choice_scoring = "text"         # multiple-choice datasets: "text" or "logprobs"
     reducers = ["pass@1", "majority"]  # over each record's repeats; pass@k needs k <= repeat
+    choice_scoring = "text"         # multiple-choice: "text", "logprobs" or "loglikelihood"
+    prompt_format = "chat"          # "chat" (the server's chat template) or "plain"
 
     [prompt]                        # every dataset of the run (replaces the upload's)
     system_message = "You are a careful expert."
@@ -48,6 +50,12 @@ A dataset entry may carry its own settings, which win over the run's and the mod
     choice_scoring = "logprobs"
     generation = { max_tokens = 1 }
     prompt = { shots = 5, shots_from = "mmlu-dev@1.0.0", shot_format = "chat_turns" }
+
+    [[datasets]]
+    name = "arc"
+    version = "1.0.0"
+    choice_scoring = "loglikelihood"    # lm-eval's method, over /v1/completions
+    choice_continuation = "texts"       # " <choice text>" (default "letters": " A")
 """
 
 import json
@@ -60,12 +68,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from evald_cli._errors import CliError
 from evald_client import (
     Budget,
+    ChoiceContinuation,
     ChoiceScoring,
     DatasetOptions,
     DatasetRef,
     GenerationParams,
     JudgeOptions,
     JudgeScoreFormat,
+    PromptFormat,
     PromptOptions,
     Reducer,
     RetryPolicy,
@@ -73,6 +83,8 @@ from evald_client import (
 )
 
 _NonEmpty = Annotated[str, Field(min_length=1)]
+_Scoring = Literal["text", "logprobs", "loglikelihood"]
+_Format = Literal["chat", "plain"]
 
 
 class _Strict(BaseModel):
@@ -178,11 +190,20 @@ class _JudgeEntry(_Strict):
 class _DatasetEntry(_RefEntry):
     generation: _GenerationEntry | None = None
     prompt: _PromptEntry | None = None
-    choice_scoring: Literal["text", "logprobs"] | None = None
+    choice_scoring: _Scoring | None = None
+    choice_continuation: Literal["letters", "texts"] | None = None
+    prompt_format: _Format | None = None
 
     @property
     def has_settings(self) -> bool:
-        return (self.generation, self.prompt, self.choice_scoring) != (None, None, None)
+        settings = (
+            self.generation,
+            self.prompt,
+            self.choice_scoring,
+            self.choice_continuation,
+            self.prompt_format,
+        )
+        return any(value is not None for value in settings)
 
 
 class RunSpecFile(_Strict):
@@ -201,7 +222,8 @@ class RunSpecFile(_Strict):
     labels: dict[str, str] = {}
     request_id: str | None = None
     prompt: _PromptEntry | None = None
-    choice_scoring: Literal["text", "logprobs"] | None = None
+    choice_scoring: _Scoring | None = None
+    prompt_format: _Format | None = None
     judge: _JudgeEntry | None = None
     response_cache: bool = False
     reducers: list[Annotated[Reducer, BeforeValidator(_reducer)]] = []
@@ -248,6 +270,12 @@ class RunSpecFile(_Strict):
                 choice_scoring=None
                 if entry.choice_scoring is None
                 else ChoiceScoring(entry.choice_scoring),
+                choice_continuation=None
+                if entry.choice_continuation is None
+                else ChoiceContinuation(entry.choice_continuation),
+                prompt_format=None
+                if entry.prompt_format is None
+                else PromptFormat(entry.prompt_format),
             )
             for entry in self.datasets
             if entry.has_settings

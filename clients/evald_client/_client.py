@@ -28,6 +28,7 @@ from evald_client._convert_requests import (
     dataset_ref_to_proto,
     generation_to_proto,
     judge_options_to_proto,
+    prompt_format_to_proto,
     prompt_to_proto,
     reducer_to_proto,
     retry_policy_to_proto,
@@ -39,7 +40,14 @@ from evald_client._convert_runs import (
     run_from_proto,
     sample_from_proto,
 )
-from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
+from evald_client._enums import (
+    ChoiceScoring,
+    ErrorCategory,
+    PromptFormat,
+    RunState,
+    SubtaskState,
+    TaskType,
+)
 from evald_client._errors import DeadlineExceeded, InternalError, error_from_rpc
 from evald_client._events import RunEvent
 from evald_client._models import (
@@ -244,6 +252,7 @@ class AsyncEvaldClient:
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
         reducers: Sequence[Reducer | str] = (),
+        prompt_format: PromptFormat | str | None = None,
     ) -> Run:
         """Submit a run of every model × every dataset version; returns it accepted.
 
@@ -255,6 +264,9 @@ class AsyncEvaldClient:
         response cache. ``reducers`` (``Reducer`` or its spelling: ``"pass@5"``,
         ``"pass^3"``, ``"majority"``, ``"mean"``) are reported over each record's
         repeats by every task (``TaskResult.reduced``).
+        response cache. ``prompt_format`` sends the prompts through the server's chat
+        template (``chat``, the default) or as plain text to the completions endpoint
+        (``plain``); loglikelihood choice scoring is always plain.
         """
         refs = [ref if isinstance(ref, DatasetRef) else DatasetRef(*ref) for ref in datasets]
         spec = run_pb2.RunSpec(
@@ -283,6 +295,8 @@ class AsyncEvaldClient:
         spec.reducers.extend(
             reducer_to_proto(r if isinstance(r, Reducer) else Reducer.parse(r)) for r in reducers
         )
+        if prompt_format is not None:
+            spec.prompt_format = prompt_format_to_proto(PromptFormat(prompt_format))
         request = service_pb2.CreateRunRequest(spec=spec, request_id=request_id or "")
         response = await self._call(self._stub.CreateRun, request)
         return run_from_proto(response.run)

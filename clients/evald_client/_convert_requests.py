@@ -6,7 +6,7 @@ from typing import cast
 
 from evald.v1 import dataset_pb2, enums_pb2, model_pb2, run_pb2
 from evald_client._convert_common import CLASS_BUDGETS, duration, enum_to_proto
-from evald_client._enums import ChoiceScoring, JudgeScoreFormat
+from evald_client._enums import ChoiceContinuation, ChoiceScoring, JudgeScoreFormat, PromptFormat
 from evald_client._models import (
     Budget,
     DatasetOptions,
@@ -85,6 +85,12 @@ def choice_scoring_to_proto(scoring: ChoiceScoring) -> enums_pb2.ChoiceScoring:
     return cast(enums_pb2.ChoiceScoring, value)
 
 
+def prompt_format_to_proto(value: PromptFormat) -> enums_pb2.PromptFormat:
+    return cast(
+        enums_pb2.PromptFormat, enum_to_proto(value, enums_pb2.PromptFormat, "PROMPT_FORMAT_")
+    )
+
+
 def dataset_options_to_proto(options: DatasetOptions) -> run_pb2.DatasetRunOptions:
     message = run_pb2.DatasetRunOptions(dataset=dataset_ref_to_proto(options.dataset))
     if options.generation is not None:
@@ -93,6 +99,17 @@ def dataset_options_to_proto(options: DatasetOptions) -> run_pb2.DatasetRunOptio
         message.prompt.CopyFrom(prompt_to_proto(options.prompt))
     if options.choice_scoring is not None:
         message.choice_scoring = choice_scoring_to_proto(options.choice_scoring)
+    if options.choice_continuation is not None:
+        message.choice_continuation = cast(
+            enums_pb2.ChoiceContinuation,
+            enum_to_proto(
+                ChoiceContinuation(options.choice_continuation),
+                enums_pb2.ChoiceContinuation,
+                "CHOICE_CONTINUATION_",
+            ),
+        )
+    if options.prompt_format is not None:
+        message.prompt_format = prompt_format_to_proto(PromptFormat(options.prompt_format))
     return message
 
 

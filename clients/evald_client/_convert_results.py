@@ -4,7 +4,7 @@ the execution profile, provenance and the typed payload of each task type.
 
 from typing import Any
 
-from evald.v1 import payloads_pb2, result_pb2
+from evald.v1 import enums_pb2, payloads_pb2, result_pb2
 from evald_client._convert_common import (
     cost_from_proto,
     enum_from_proto,
@@ -18,7 +18,7 @@ from evald_client._convert_common import (
     timestamp,
 )
 from evald_client._convert_runs import generation_from_proto
-from evald_client._enums import IntervalMethod
+from evald_client._enums import IntervalMethod, PromptFormat
 from evald_client._results import (
     BenchmarkRef,
     ChoiceLetterStats,
@@ -113,6 +113,9 @@ def _provenance(message: result_pb2.Provenance) -> Provenance:
         bootstrap_seed=message.bootstrap_seed,
         dependencies=dict(message.dependencies),
         judge=judge_provenance_from_proto(message.judge) if message.HasField("judge") else None,
+        prompt_format=enum_from_proto(
+            PromptFormat, enums_pb2.PromptFormat, message.prompt_format, "PROMPT_FORMAT_"
+        ),
     )
 
 

@@ -17,8 +17,10 @@ from evald_client._convert_common import (
     timestamp,
 )
 from evald_client._enums import (
+    ChoiceContinuation,
     ChoiceScoring,
     FinishReason,
+    PromptFormat,
     ReducerKind,
     ShotFormat,
     SubtaskState,
@@ -71,6 +73,20 @@ def _choice_scoring(value: int) -> ChoiceScoring | None:
     return enum_from_proto(ChoiceScoring, enums_pb2.ChoiceScoring, value, "CHOICE_SCORING_")
 
 
+def prompt_format_from_proto(value: int) -> PromptFormat | None:
+    if value == enums_pb2.PROMPT_FORMAT_UNSPECIFIED:
+        return None
+    return enum_from_proto(PromptFormat, enums_pb2.PromptFormat, value, "PROMPT_FORMAT_")
+
+
+def _continuation(value: int) -> ChoiceContinuation | None:
+    if value == enums_pb2.CHOICE_CONTINUATION_UNSPECIFIED:
+        return None
+    return enum_from_proto(
+        ChoiceContinuation, enums_pb2.ChoiceContinuation, value, "CHOICE_CONTINUATION_"
+    )
+
+
 def dataset_options_from_proto(message: run_pb2.DatasetRunOptions) -> DatasetOptions:
     return DatasetOptions(
         dataset=dataset_ref_from_proto(message.dataset),
@@ -79,6 +95,8 @@ def dataset_options_from_proto(message: run_pb2.DatasetRunOptions) -> DatasetOpt
         else None,
         prompt=prompt_from_proto(message.prompt) if message.HasField("prompt") else None,
         choice_scoring=_choice_scoring(message.choice_scoring),
+        choice_continuation=_continuation(message.choice_continuation),
+        prompt_format=prompt_format_from_proto(message.prompt_format),
     )
 
 
@@ -183,6 +201,7 @@ def run_spec_from_proto(message: run_pb2.RunSpec) -> RunSpec:
             )
             for r in message.reducers
         ),
+        prompt_format=prompt_format_from_proto(message.prompt_format),
     )
 
 

@@ -31,11 +31,29 @@ class ShotFormat(StrEnum):
 
 
 class ChoiceScoring(StrEnum):
-    """How a multiple-choice answer is read: the text, or the letter log-probabilities."""
+    """How a multiple-choice answer is read: the text, the letter log-probabilities, or
+    lm-eval's loglikelihood of each choice's continuation."""
 
     UNSPECIFIED = "unspecified"
     TEXT = "text"
     LOGPROBS = "logprobs"
+    LOGLIKELIHOOD = "loglikelihood"  # lm-eval's method, over the completions endpoint
+
+
+class ChoiceContinuation(StrEnum):
+    """What follows the context in loglikelihood scoring: " A" or the choice's text."""
+
+    UNSPECIFIED = "unspecified"
+    LETTERS = "letters"
+    TEXTS = "texts"
+
+
+class PromptFormat(StrEnum):
+    """How prompts reach a model: the server's chat template, or plain completions."""
+
+    UNSPECIFIED = "unspecified"
+    CHAT = "chat"
+    PLAIN = "plain"
 
 
 class ReducerKind(StrEnum):

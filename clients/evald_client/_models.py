@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from evald_client._enums import (
+    ChoiceContinuation,
     ChoiceScoring,
     ErrorCategory,
     FinishReason,
     JudgeScoreFormat,
+    PromptFormat,
     ReducerKind,
     ResultStatus,
     RunState,
@@ -149,6 +151,8 @@ class DatasetOptions:
     generation: GenerationParams | None = None
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
+    choice_continuation: ChoiceContinuation | None = None  # loglikelihood: letters or texts
+    prompt_format: PromptFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,6 +287,7 @@ class RunSpec:
     judge: JudgeOptions | None = None
     response_cache: bool = False
     reducers: tuple[Reducer, ...] = ()
+    prompt_format: PromptFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,7 +4,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from evald_client._enums import IntervalMethod, JudgeScoreFormat, ResultStatus, TaskType
+from evald_client._enums import (
+    IntervalMethod,
+    JudgeScoreFormat,
+    PromptFormat,
+    ResultStatus,
+    TaskType,
+)
 from evald_client._models import Cost, EvalError, GenerationParams
 
 
@@ -123,6 +129,8 @@ class Provenance:
     bootstrap_seed: int
     dependencies: Mapping[str, str] = field(default_factory=dict)
     judge: "JudgeProvenance | None" = None  # runs with a judge
+    # How the prompts reached the model: CHAT (the server's template) or PLAIN.
+    prompt_format: PromptFormat = PromptFormat.UNSPECIFIED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

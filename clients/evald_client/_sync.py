@@ -23,7 +23,14 @@ from anyio.from_thread import BlockingPortal
 from evald_client._channel import DEFAULT_MAX_MESSAGE_BYTES, TlsConfig
 from evald_client._client import DEFAULT_CHUNK_BYTES, DEFAULT_TIMEOUT_S, AsyncEvaldClient
 from evald_client._comparison import ModelPair, RunComparison
-from evald_client._enums import ChoiceScoring, ErrorCategory, RunState, SubtaskState, TaskType
+from evald_client._enums import (
+    ChoiceScoring,
+    ErrorCategory,
+    PromptFormat,
+    RunState,
+    SubtaskState,
+    TaskType,
+)
 from evald_client._events import RunEvent
 from evald_client._models import (
     Budget,
@@ -237,6 +244,7 @@ class EvaldClient:
         judge: JudgeOptions | None = None,
         response_cache: bool = False,
         reducers: Sequence[Reducer | str] = (),
+        prompt_format: PromptFormat | str | None = None,
     ) -> Run:
         return self._portal.call(
             functools.partial(
@@ -257,6 +265,7 @@ class EvaldClient:
                 judge=judge,
                 response_cache=response_cache,
                 reducers=reducers,
+                prompt_format=prompt_format,
             )
         )
 

@@ -92,6 +92,14 @@ class ModelConfig(_Section):
     max_concurrency: Annotated[int, Field(ge=1, le=10_000)] = 16
     timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
     stream: bool = False
+    # The OpenAI-compatible endpoints the model is served on: "chat" (/v1/chat/completions,
+    # the server's chat template applies) and "completions" (/v1/completions, the text as
+    # sent). Loglikelihood scoring and plain prompts need "completions".
+    endpoints: tuple[Literal["chat", "completions"], ...] = ("chat",)
+    # max_tokens of a loglikelihood call (echo + logprobs): 1, what lm-evaluation-harness
+    # sends and every server accepts (llama-cpp-python reads 0 as "until the context is
+    # full"); 0 where a server generates nothing for it (OpenAI's legacy completions).
+    echo_max_tokens: Literal[0, 1] = 1
     # Bounds on what the provider may send back (docs/configuration.md, ``[[models]]``).
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
     max_answer_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1024 * 1024
@@ -120,6 +128,16 @@ class ModelConfig(_Section):
                 "adaptive_concurrency: needs min <= start <= max_concurrency, got "
                 f"min={adaptive.min}, start={start}, max_concurrency={self.max_concurrency}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _endpoint_list(self) -> "ModelConfig":
+        if not self.endpoints:
+            raise ValueError("endpoints: at least one of 'chat', 'completions'")
+        if len(set(self.endpoints)) != len(self.endpoints):
+            raise ValueError(f"endpoints: each at most once, got {list(self.endpoints)}")
+        if self.provider != "openai" and self.endpoints != ("chat",):
+            raise ValueError(f"endpoints: provider {self.provider!r} serves 'chat' only")
         return self
 
     @model_validator(mode="after")

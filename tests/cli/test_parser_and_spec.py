@@ -11,9 +11,11 @@ from evald_cli._parser import build_parser
 from evald_cli._spec import load_spec
 from evald_cli.main import main
 from evald_client import (
+    ChoiceContinuation,
     ChoiceScoring,
     DatasetRef,
     GenerationParams,
+    PromptFormat,
     PromptOptions,
     Reducer,
     ReducerKind,
@@ -285,3 +287,33 @@ def test_upload_help_asks_for_a_semantic_version(capsys: pytest.CaptureFixture[s
     text = " ".join(capsys.readouterr().out.split())
     assert "semantic version MAJOR.MINOR.PATCH, e.g. 1.0.0" in text
     assert "e.g. 1.0 " not in text.replace("e.g. 1.0.0", "")
+
+
+def test_spec_with_loglikelihood_scoring_and_a_prompt_format(tmp_path: Path) -> None:
+    path = tmp_path / "arc.toml"
+    path.write_text(
+        """
+models = ["m"]
+prompt_format = "plain"
+
+[[datasets]]
+name = "arc"
+version = "1.0.0"
+choice_scoring = "loglikelihood"
+choice_continuation = "texts"
+
+[[datasets]]
+name = "gsm"
+version = "1.0.0"
+prompt_format = "chat"
+"""
+    )
+    spec = load_spec(path)
+    arc, gsm = spec.dataset_options()
+    assert arc.choice_scoring is ChoiceScoring.LOGLIKELIHOOD
+    assert arc.choice_continuation is ChoiceContinuation.TEXTS
+    assert gsm.prompt_format is PromptFormat.CHAT
+    assert spec.prompt_format == "plain"
+    path.write_text('models = ["m"]\ndatasets = ["a@1"]\nchoice_continuation = "texts"\n')
+    with pytest.raises(CliError, match="choice_continuation"):
+        load_spec(path)

@@ -168,6 +168,8 @@ def test_sdk_enums_cover_every_contract_value() -> None:
         (ec.ErrorCategory, errors_pb2.ErrorCategory, "ERROR_CATEGORY_"),
         (ec.ShotFormat, enums_pb2.ShotFormat, "SHOT_FORMAT_"),
         (ec.ChoiceScoring, enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
+        (ec.ChoiceContinuation, enums_pb2.ChoiceContinuation, "CHOICE_CONTINUATION_"),
+        (ec.PromptFormat, enums_pb2.PromptFormat, "PROMPT_FORMAT_"),
     ]
     for sdk, proto, prefix in pairs:
         assert {m.name for m in sdk} == {

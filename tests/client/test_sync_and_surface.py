@@ -66,7 +66,7 @@ def test_sync_client_serves_several_threads(servicer: FakeEvaluationService, add
 
 EXPECTED_PUBLIC = {
     "AlreadyExists", "AsyncEvaldClient", "BenchmarkRef", "Budget", "ChoiceLetterStats",
-    "ChoiceScoring", "Cost", "RetryCounts",
+    "ChoiceContinuation", "ChoiceScoring", "Cost", "RetryCounts", "PromptFormat",
     "ClassMetrics", "ClassificationPayload", "ConfusionMatrix", "Dataset", "DatasetInvalid",
     "DatasetOptions", "DatasetRef", "DeadlineExceeded", "EntityTypeMetrics", "ErrorCategory",
     "EvalError", "EvaldClient", "EvaldError", "ExecutionProfile", "ExtractionRuleCount",

@@ -34,6 +34,7 @@ def test_public_surface() -> None:
         "ExtractionRuleCount",
         "GenerationPayload",
         "IntervalMethod",
+        "LOGLIKELIHOOD_MARK",
         "MatchModeStats",
         "MetricInterval",
         "MetricUncertainty",
@@ -64,6 +65,7 @@ def test_public_surface() -> None:
         "UnscorableSample",
         "WorstExample",
         "bootstrap_distribution",
+        "continuation_entries",
         "correctness_of",
         "majority_correct",
         "pass_at_k",
@@ -89,11 +91,12 @@ def test_every_task_type_has_a_versioned_scorer(task_type: TaskType) -> None:
     assert scorer.name == task_type.value
     # generation 1.1.0: regex references are matched by RE2; classification 1.1.0: the
     # bootstrap draws counts per kind of record, 1.2.0: a negated label is not that label;
-    # multiple_choice 1.1.0: verbatim choice texts first, signs, decimals and units kept.
+    # multiple_choice 1.1.0: verbatim choice texts first, signs, decimals and units kept;
+    # 1.2.0: loglikelihood samples (acc, acc_norm, acc_bytes).
     versions = {
         TaskType.GENERATION: "1.1.0",
         TaskType.CLASSIFICATION: "1.2.0",
-        TaskType.MULTIPLE_CHOICE: "1.1.0",
+        TaskType.MULTIPLE_CHOICE: "1.2.0",
     }
     version = versions.get(task_type, "1.0.0")
     assert scorer.version == version

@@ -32,6 +32,19 @@ class ChoiceScoring(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHOICE_SCORING_UNSPECIFIED: _ClassVar[ChoiceScoring]
     CHOICE_SCORING_TEXT: _ClassVar[ChoiceScoring]
     CHOICE_SCORING_LOGPROBS: _ClassVar[ChoiceScoring]
+    CHOICE_SCORING_LOGLIKELIHOOD: _ClassVar[ChoiceScoring]
+
+class ChoiceContinuation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHOICE_CONTINUATION_UNSPECIFIED: _ClassVar[ChoiceContinuation]
+    CHOICE_CONTINUATION_LETTERS: _ClassVar[ChoiceContinuation]
+    CHOICE_CONTINUATION_TEXTS: _ClassVar[ChoiceContinuation]
+
+class PromptFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROMPT_FORMAT_UNSPECIFIED: _ClassVar[PromptFormat]
+    PROMPT_FORMAT_CHAT: _ClassVar[PromptFormat]
+    PROMPT_FORMAT_PLAIN: _ClassVar[PromptFormat]
 
 class SubtaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -96,6 +109,13 @@ JUDGE_SCORE_FORMAT_SCALE: JudgeScoreFormat
 CHOICE_SCORING_UNSPECIFIED: ChoiceScoring
 CHOICE_SCORING_TEXT: ChoiceScoring
 CHOICE_SCORING_LOGPROBS: ChoiceScoring
+CHOICE_SCORING_LOGLIKELIHOOD: ChoiceScoring
+CHOICE_CONTINUATION_UNSPECIFIED: ChoiceContinuation
+CHOICE_CONTINUATION_LETTERS: ChoiceContinuation
+CHOICE_CONTINUATION_TEXTS: ChoiceContinuation
+PROMPT_FORMAT_UNSPECIFIED: PromptFormat
+PROMPT_FORMAT_CHAT: PromptFormat
+PROMPT_FORMAT_PLAIN: PromptFormat
 SUBTASK_STATE_UNSPECIFIED: SubtaskState
 SUBTASK_STATE_PENDING: SubtaskState
 SUBTASK_STATE_RUNNING: SubtaskState

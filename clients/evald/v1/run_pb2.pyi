@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunSpec(_message.Message):
-    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels", "dataset_options", "prompt", "choice_scoring", "budget", "judge", "response_cache", "reducers")
+    __slots__ = ("name", "model_ids", "datasets", "max_concurrency", "repeat", "retry_policy", "generation_overrides", "labels", "dataset_options", "prompt", "choice_scoring", "budget", "judge", "response_cache", "prompt_format", "reducers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class RunSpec(_message.Message):
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_CACHE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     REDUCERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     model_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -52,8 +53,9 @@ class RunSpec(_message.Message):
     budget: RunBudget
     judge: JudgeSpec
     response_cache: bool
+    prompt_format: _enums_pb2.PromptFormat
     reducers: _containers.RepeatedCompositeFieldContainer[Reducer]
-    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ..., judge: _Optional[_Union[JudgeSpec, _Mapping]] = ..., response_cache: _Optional[bool] = ..., reducers: _Optional[_Iterable[_Union[Reducer, _Mapping]]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ..., judge: _Optional[_Union[JudgeSpec, _Mapping]] = ..., response_cache: _Optional[bool] = ..., prompt_format: _Optional[_Union[_enums_pb2.PromptFormat, str]] = ..., reducers: _Optional[_Iterable[_Union[Reducer, _Mapping]]] = ...) -> None: ...
 
 class Reducer(_message.Message):
     __slots__ = ("kind", "k")
@@ -106,16 +108,20 @@ class JudgeSpec(_message.Message):
     def __init__(self, model_id: _Optional[str] = ..., rubric: _Optional[str] = ..., score_format: _Optional[_Union[_enums_pb2.JudgeScoreFormat, str]] = ..., scale_min: _Optional[int] = ..., scale_max: _Optional[int] = ..., pass_threshold: _Optional[int] = ..., rounds: _Optional[int] = ..., parse_retries: _Optional[int] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ...) -> None: ...
 
 class DatasetRunOptions(_message.Message):
-    __slots__ = ("dataset", "generation_overrides", "prompt", "choice_scoring")
+    __slots__ = ("dataset", "generation_overrides", "prompt", "choice_scoring", "choice_continuation", "prompt_format")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     GENERATION_OVERRIDES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     CHOICE_SCORING_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_CONTINUATION_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     dataset: _dataset_pb2.DatasetRef
     generation_overrides: _model_pb2.GenerationParams
     prompt: _dataset_pb2.PromptOptions
     choice_scoring: _enums_pb2.ChoiceScoring
-    def __init__(self, dataset: _Optional[_Union[_dataset_pb2.DatasetRef, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ...) -> None: ...
+    choice_continuation: _enums_pb2.ChoiceContinuation
+    prompt_format: _enums_pb2.PromptFormat
+    def __init__(self, dataset: _Optional[_Union[_dataset_pb2.DatasetRef, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., choice_continuation: _Optional[_Union[_enums_pb2.ChoiceContinuation, str]] = ..., prompt_format: _Optional[_Union[_enums_pb2.PromptFormat, str]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_retries", "backoff", "jitter_fraction", "retry_after_cap", "max_rate_limited_retries", "max_timeout_retries", "max_transient_retries")

@@ -26,6 +26,7 @@ from evald_server.api._convert_prompts import (
     choice_scoring_from_proto,
     dataset_options_from_proto,
     dataset_options_to_proto,
+    optional_enum_from_proto,
     prompt_from_proto,
     prompt_to_proto,
 )
@@ -51,6 +52,7 @@ from evald_server.domain import (
     FieldViolation,
     FinishReason,
     InvalidArgument,
+    PromptFormat,
     RunStateChanged,
     SampleFailure,
     TaskType,
@@ -166,6 +168,7 @@ def _spec_from_proto(spec: run_pb2.RunSpec) -> RunSpec:
         if spec.HasField("prompt")
         else None,
         choice_scoring=choice_scoring_from_proto(spec.choice_scoring, "choice_scoring"),
+        prompt_format=optional_enum_from_proto(PromptFormat, spec.prompt_format, "prompt_format"),
         budget=_budget(spec.budget) if spec.HasField("budget") else RunBudget(),
         judge=judge_from_proto(spec.judge) if spec.HasField("judge") else None,
         response_cache=spec.response_cache,
@@ -321,6 +324,8 @@ def spec_to_proto(spec: RunSpec) -> run_pb2.RunSpec:
         message.prompt.CopyFrom(prompt_to_proto(spec.prompt))
     if spec.choice_scoring is not None:
         message.choice_scoring = to_proto_enum(spec.choice_scoring)
+    if spec.prompt_format is not None:
+        message.prompt_format = to_proto_enum(spec.prompt_format)
     if spec.judge is not None:
         message.judge.CopyFrom(judge_to_proto(spec.judge))
     message.response_cache = spec.response_cache

@@ -12,11 +12,13 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from evald.v1 import comparison_pb2, enums_pb2, errors_pb2, sample_pb2
 from evald_server.comparison import PairedTest, TaskPairing
 from evald_server.domain import (
+    ChoiceContinuation,
     ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     FinishReason,
     JudgeScoreFormat,
+    PromptFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -40,6 +42,8 @@ _PROTO_ENUMS: dict[type[Enum], tuple[EnumTypeWrapper, str]] = {
     TaskPairing: (comparison_pb2.TaskPairing, "TASK_PAIRING_"),
     ShotFormat: (enums_pb2.ShotFormat, "SHOT_FORMAT_"),
     ChoiceScoring: (enums_pb2.ChoiceScoring, "CHOICE_SCORING_"),
+    ChoiceContinuation: (enums_pb2.ChoiceContinuation, "CHOICE_CONTINUATION_"),
+    PromptFormat: (enums_pb2.PromptFormat, "PROMPT_FORMAT_"),
     JudgeScoreFormat: (enums_pb2.JudgeScoreFormat, "JUDGE_SCORE_FORMAT_"),
     FinishReason: (sample_pb2.FinishReason, "FINISH_REASON_"),
     Reducer: (enums_pb2.ReducerKind, "REDUCER_KIND_"),

@@ -1,19 +1,27 @@
 """Prompt options and per-dataset run settings ⇄ evald.v1 (PromptOptions,
-DatasetRunOptions, the ShotFormat and ChoiceScoring enums)."""
+DatasetRunOptions, the ShotFormat, ChoiceScoring, ChoiceContinuation and PromptFormat
+enums)."""
+
+from enum import Enum
+from typing import TypeVar
 
 from evald.v1 import dataset_pb2, enums_pb2, run_pb2
 from evald_server.api._convert_common import params_from_proto, params_to_proto
 from evald_server.api._convert_enums import from_proto_enum, to_proto_enum
 from evald_server.datasets import PromptOptions
 from evald_server.domain import (
+    ChoiceContinuation,
     ChoiceScoring,
     ErrorReason,
     FieldViolation,
     InvalidArgument,
+    PromptFormat,
     ShotFormat,
     field_error,
 )
 from evald_server.engine import DatasetOptions, generation_params
+
+_E = TypeVar("_E", bound=Enum)
 
 
 def prompt_from_proto(
@@ -72,6 +80,22 @@ def choice_scoring_from_proto(value: int, field: str) -> ChoiceScoring | None:
     return scoring
 
 
+def optional_enum_from_proto(kind: type[_E], value: int, field: str) -> _E | None:
+    """A settings enum (ChoiceContinuation, PromptFormat): None for unset; an unknown
+    number is a bad request, not a silent default."""
+    if value == 0:
+        return None
+    known = from_proto_enum(kind, value)
+    if known is None:
+        raise field_error(
+            field,
+            f"unknown value {value}",
+            f"invalid run spec: {field}: unknown value {value}",
+            reason=ErrorReason.RUN_SPEC_INVALID,
+        )
+    return known
+
+
 def dataset_options_from_proto(message: run_pb2.DatasetRunOptions, index: int) -> DatasetOptions:
     params = None
     if message.HasField("generation_overrides"):
@@ -98,6 +122,14 @@ def dataset_options_from_proto(message: run_pb2.DatasetRunOptions, index: int) -
         choice_scoring=choice_scoring_from_proto(
             message.choice_scoring, f"dataset_options[{index}].choice_scoring"
         ),
+        choice_continuation=optional_enum_from_proto(
+            ChoiceContinuation,
+            message.choice_continuation,
+            f"dataset_options[{index}].choice_continuation",
+        ),
+        prompt_format=optional_enum_from_proto(
+            PromptFormat, message.prompt_format, f"dataset_options[{index}].prompt_format"
+        ),
     )
 
 
@@ -113,4 +145,8 @@ def dataset_options_to_proto(options: DatasetOptions) -> run_pb2.DatasetRunOptio
         message.prompt.CopyFrom(prompt_to_proto(options.prompt))
     if options.choice_scoring is not None:
         message.choice_scoring = to_proto_enum(options.choice_scoring)
+    if options.choice_continuation is not None:
+        message.choice_continuation = to_proto_enum(options.choice_continuation)
+    if options.prompt_format is not None:
+        message.prompt_format = to_proto_enum(options.prompt_format)
     return message

@@ -85,6 +85,8 @@ def evaluation_to_proto(evaluation: TaskEvaluation) -> result_pb2.TaskEvaluation
         ),
         created_time=timestamp(evaluation.created_at),
     )
+    if provenance.prompt_format is not None:
+        result.provenance.prompt_format = to_proto_enum(provenance.prompt_format)
     if provenance.judge is not None:
         result.provenance.judge.CopyFrom(judge_provenance_to_proto(provenance.judge))
     if evaluation.judge_profile is not None:

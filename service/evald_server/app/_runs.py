@@ -7,7 +7,7 @@ and every subtask in one transaction, and only then hands the run to the engine.
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 
 import anyio
@@ -27,6 +27,7 @@ from evald_server.domain import (
     FieldViolation,
     InvalidArgument,
     NotFound,
+    PromptFormat,
     ResourceExhausted,
     RunState,
     SubtaskPhase,
@@ -64,16 +65,74 @@ _LIVE = (RunState.PENDING, RunState.RUNNING)
 CANCEL_WAIT_S = 5.0  # how long CancelRun waits for the run to end before it answers
 
 
+_LOGPROB_SCORINGS = (ChoiceScoring.LOGPROBS, ChoiceScoring.LOGLIKELIHOOD)
+
+
+def _check_completions_endpoint(
+    spec: RunSpec, datasets: Sequence[DatasetRow], models: Mapping[str, ModelConfig]
+) -> None:
+    """A dataset whose prompts go plain (loglikelihood scoring, or PROMPT_FORMAT_PLAIN)
+    needs every model of the run registered with ``completions``; loglikelihood scoring
+    generates no answer, so a judge has nothing to grade there."""
+    plain = [
+        d
+        for d in datasets
+        if spec.prompt_format_for(DatasetRef(d.name, d.benchmark_version), d.task_type)
+        is PromptFormat.PLAIN
+    ]
+    loglikelihood = [
+        d
+        for d in plain
+        if spec.choice_scoring_for(DatasetRef(d.name, d.benchmark_version))
+        is ChoiceScoring.LOGLIKELIHOOD
+    ]
+    if loglikelihood and spec.judge is not None:
+        first = loglikelihood[0]
+        message = (
+            f"{first.name} {first.benchmark_version} uses loglikelihood scoring, which "
+            "generates no answer for a judge to grade"
+        )
+        raise InvalidArgument(
+            ErrorReason.RUN_SPEC_INVALID,
+            f"invalid run spec: judge: {message}",
+            field_violations=(FieldViolation("spec.judge", message),),
+        )
+    missing = [m for m in spec.models if "completions" not in models[m].endpoints]
+    if not plain or not missing:
+        return
+    first = plain[0]
+    ref = DatasetRef(first.name, first.benchmark_version)
+    why = (
+        "loglikelihood scoring"
+        if spec.choice_scoring_for(ref) is ChoiceScoring.LOGLIKELIHOOD
+        else "the plain prompt format"
+    )
+    message = (
+        f"{first.name} {first.benchmark_version} uses {why}, which needs the completions "
+        f"endpoint; model(s) {', '.join(missing)} are registered with "
+        f'endpoints {list(models[missing[0]].endpoints)} (add "completions")'
+    )
+    raise InvalidArgument(
+        ErrorReason.RUN_SPEC_INVALID,
+        f"invalid run spec: models: {message}",
+        metadata={"modelId": missing[0]},
+        field_violations=(FieldViolation("spec.models", message),),
+    )
+
+
 def _check_run_choice_scoring(spec: RunSpec, datasets: Sequence[DatasetRow]) -> None:
     """A run-wide log-probability setting applies to multiple-choice datasets only: on a
     run without one it would change nothing, and silently."""
-    if spec.choice_scoring is not ChoiceScoring.LOGPROBS:
+    if spec.choice_scoring not in _LOGPROB_SCORINGS:
         return
     if any(d.task_type is TaskType.MULTIPLE_CHOICE for d in datasets):
         return
     field = "spec.choice_scoring"
     kinds = ", ".join(f"{d.name} {d.benchmark_version} is {d.task_type.value}" for d in datasets)
-    message = f"log-probability scoring needs a multiple_choice dataset; the run has none ({kinds})"
+    message = (
+        f"{spec.choice_scoring.value} scoring needs a multiple_choice dataset; "
+        f"the run has none ({kinds})"
+    )
     raise field_error(
         field, message, f"invalid run spec: {field}: {message}", reason=ErrorReason.RUN_SPEC_INVALID
     )
@@ -251,6 +310,7 @@ class RunService:
         _check_run_choice_scoring(spec, datasets)
         await self._check_sandbox(datasets)
         _check_reducers(spec, datasets)
+        _check_completions_endpoint(spec, datasets, self._models)
         limits = self._config.limits
         subtasks = sum(d.record_count for d in datasets) * len(spec.models) * spec.repeat
         if spec.judge is not None:  # each answer may get a judge subtask per round
@@ -316,12 +376,12 @@ class RunService:
         entry = spec.options_for(ref)
         if (
             entry is not None
-            and entry.choice_scoring is ChoiceScoring.LOGPROBS
+            and entry.choice_scoring in _LOGPROB_SCORINGS
             and row.task_type is not TaskType.MULTIPLE_CHOICE
         ):
             field = "spec.dataset_options.choice_scoring"
             message = (
-                f"log-probability scoring needs a multiple_choice dataset; "
+                f"{entry.choice_scoring.value} scoring needs a multiple_choice dataset; "
                 f"{row.name} {row.benchmark_version} is {row.task_type.value}"
             )
             raise field_error(

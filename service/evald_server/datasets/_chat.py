@@ -17,6 +17,9 @@ puts that text into chat messages:
   ("Answer: B"), on the next line otherwise — then the record, all separated by blank
   lines in one user message. ``CHAT_TURNS`` sends a user turn (the example's prompt)
   and an assistant turn (its answer) per example, then the record as the last user turn.
+* ``plain_text`` is the prompt for a completions endpoint, where no chat template
+  applies: the system message, a blank line, then the ``SINGLE_MESSAGE`` text (turns
+  have no meaning without a template).
 
 The prompt hash in provenance covers the template, these options, the ids of the
 example records and the content hash of the dataset they come from; a zero-shot prompt
@@ -152,6 +155,18 @@ class ChatPrompt:
             blocks = [_solved(prompt, answer) for prompt, answer in shots]
             messages.append(ChatMessage(role="user", content="\n\n".join([*blocks, question])))
         return tuple(messages)
+
+    def plain_text(self, fields: Mapping[str, Any], record_id: str) -> str:
+        """The prompt as one text for a completions endpoint (no chat template): the
+        system message, a blank line, then the examples and the record as in
+        ``SINGLE_MESSAGE`` (whatever ``shot_format`` says: turns need a template)."""
+        shots = [
+            _solved(self._text(s.fields), shot_answer(self.task_type, s.fields))
+            for s in self.shots_for(record_id)
+        ]
+        body = "\n\n".join([*shots, self._text(fields)])
+        system = self.options.system_message
+        return body if system is None else f"{system}\n\n{body}"
 
     def _text(self, fields: Mapping[str, Any]) -> str:
         return render_prompt(self.task_type, fields, self.template)[0].content

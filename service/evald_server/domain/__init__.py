@@ -3,11 +3,13 @@
 from evald_server.domain._accounting import PICO, Cost, RetryClass, RetryCounts
 from evald_server.domain._codec import from_jsonable, to_jsonable
 from evald_server.domain._enums import (
+    ChoiceContinuation,
     ChoiceScoring,
     ErrorCategory,
     ErrorReason,
     FinishReason,
     JudgeScoreFormat,
+    PromptFormat,
     ResultStatus,
     RunState,
     ShotFormat,
@@ -61,6 +63,7 @@ __all__ = [
     "SUBTASK_TRANSITIONS",
     "AlreadyExists",
     "ChatMessage",
+    "ChoiceContinuation",
     "ChoiceScoring",
     "Cost",
     "Counters",
@@ -78,6 +81,7 @@ __all__ = [
     "NotFound",
     "OutOfRange",
     "OutcomeKind",
+    "PromptFormat",
     "ResourceExhausted",
     "ResultStatus",
     "RetryClass",

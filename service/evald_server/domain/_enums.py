@@ -31,6 +31,22 @@ class ChoiceScoring(StrEnum):
 
     TEXT = "text"  # the generated text, by the extraction rules
     LOGPROBS = "logprobs"  # the letter tokens' log-probabilities (text as the fallback)
+    # Per choice, the continuation's summed log-probability over /v1/completions (lm-eval).
+    LOGLIKELIHOOD = "loglikelihood"
+
+
+class ChoiceContinuation(StrEnum):
+    """What follows the context in loglikelihood scoring: " A" or " Paris"."""
+
+    LETTERS = "letters"
+    TEXTS = "texts"
+
+
+class PromptFormat(StrEnum):
+    """How a prompt reaches the model: the server's chat template, or plain text."""
+
+    CHAT = "chat"  # /v1/chat/completions (lm-eval --apply_chat_template)
+    PLAIN = "plain"  # /v1/completions, the messages' text joined (lm-eval local-completions)
 
 
 class JudgeScoreFormat(StrEnum):

@@ -32,10 +32,9 @@ def task_contexts(
     """A task's call contexts: its answers' and, when it is judged, its judge's
     (``cache_scope(model_id)``: the response cache's scope, None without the cache)."""
     ref, task_type = dataset
-    logprobs = (
-        task_type is TaskType.MULTIPLE_CHOICE
-        and spec.choice_scoring_for(ref) is ChoiceScoring.LOGPROBS
-    )
+    choices = task_type is TaskType.MULTIPLE_CHOICE
+    logprobs = choices and spec.choice_scoring_for(ref) is ChoiceScoring.LOGPROBS
+    loglikelihood = choices and spec.choice_scoring_for(ref) is ChoiceScoring.LOGLIKELIHOOD
     answer = models.answer
     contexts = [
         TaskContext(
@@ -47,6 +46,8 @@ def task_contexts(
             params=answer.params,
             policy=spec.retry_policy,
             top_logprobs=TOP_LOGPROBS if logprobs else None,
+            continuation=spec.continuation_for(ref) if loglikelihood else None,
+            prompt_format=spec.prompt_format_for(ref, task_type),
             pricing=Pricing.of(answer.price),
             cache_scope=cache_scope(answer.model_id),
         )

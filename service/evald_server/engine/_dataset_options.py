@@ -1,9 +1,10 @@
-"""Per-dataset settings of a run: generation parameters, prompt options, choice scoring.
+"""Per-dataset settings of a run: generation parameters, prompt options, choice scoring
+(and its continuations), the prompt format.
 
 Precedence, field by field for generation parameters: the model's defaults, then the
-run's ``params``, then the dataset's. Prompt options and choice scoring are replaced
-whole: the dataset's entry in the run, else the run's, else (prompt) what the dataset
-was uploaded with.
+run's ``params``, then the dataset's. Prompt options, choice scoring and the prompt
+format are replaced whole: the dataset's entry in the run, else the run's, else (prompt)
+what the dataset was uploaded with. Loglikelihood scoring is always the plain format.
 """
 
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from typing import Any
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import PromptOptions
-from evald_server.domain import ChoiceScoring
+from evald_server.domain import ChoiceContinuation, ChoiceScoring, PromptFormat
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,8 @@ class DatasetOptions:
     params: GenerationParams | None = None
     prompt: PromptOptions | None = None
     choice_scoring: ChoiceScoring | None = None
+    choice_continuation: ChoiceContinuation | None = None  # loglikelihood: letters or texts
+    prompt_format: PromptFormat | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "benchmark_version": self.benchmark_version}
@@ -33,6 +36,10 @@ class DatasetOptions:
             data["prompt"] = self.prompt.to_json()
         if self.choice_scoring is not None:
             data["choice_scoring"] = self.choice_scoring.value
+        if self.choice_continuation is not None:
+            data["choice_continuation"] = self.choice_continuation.value
+        if self.prompt_format is not None:
+            data["prompt_format"] = self.prompt_format.value
         return data
 
     @classmethod
@@ -44,6 +51,12 @@ class DatasetOptions:
             params=None if params is None else GenerationParams.model_validate(params),
             prompt=None if prompt is None else PromptOptions.from_json(prompt),
             choice_scoring=None if scoring is None else ChoiceScoring(scoring),
+            choice_continuation=None
+            if data.get("choice_continuation") is None
+            else ChoiceContinuation(data["choice_continuation"]),
+            prompt_format=None
+            if data.get("prompt_format") is None
+            else PromptFormat(data["prompt_format"]),
         )
 
 

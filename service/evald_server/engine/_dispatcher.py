@@ -58,6 +58,7 @@ from evald_server.engine._limits import (
     Limiter,
     RunSlot,
 )
+from evald_server.engine._loglikelihood import calls_for
 from evald_server.engine._rate_control import NO_TOKENS, RateControl, Ticket
 from evald_server.engine._response_cache import ResponseCache, cache_key, uses_cache
 from evald_server.providers import Provider, RateLimitInfo
@@ -375,17 +376,22 @@ class Dispatcher:
         other models (its judge's) use the run's limit while this model waits."""
         control = self.rate.model(lane.model_id)
         estimate = NO_TOKENS
+        # A loglikelihood sample makes a call per choice: each is a request of the budget.
+        calls = 1 if ctx.continuation is None else calls_for(item.fields)
         if control.counts_tokens:
             messages = messages_for(item, ctx)
             chars = sum(len(message.content) for message in messages)
-            estimate = control.estimate(chars, ctx.params.max_tokens)
-        if control.admits_now(estimate):
-            return await control.admit(estimate)  # goes at once, run slot and all
+            max_tokens = ctx.params.max_tokens
+            estimate = control.estimate(
+                chars * calls, None if max_tokens is None else max_tokens * calls
+            )
+        if control.admits_now(estimate, calls):
+            return await control.admit(estimate, calls)  # goes at once, run slot and all
         if run_slot.give_back():
             self._run_slot_freed(item.run_id)
         lane.waiting[RATE_BUDGET] += 1
         try:
-            return await control.admit(estimate)
+            return await control.admit(estimate, calls)
         finally:
             lane.waiting[RATE_BUDGET] -= 1
 

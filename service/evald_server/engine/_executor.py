@@ -6,26 +6,32 @@ it is logged with its traceback and the subtask fails permanently with INTERNAL_
 without taking the engine down.
 """
 
+import dataclasses
 import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from evald_server.config import GenerationParams
 from evald_server.datasets import ChatPrompt, simulator_reference
 from evald_server.domain import (
     ChatMessage,
+    ChoiceContinuation,
     ErrorReason,
     EvalError,
     OutcomeKind,
+    PromptFormat,
     SubtaskPhase,
     TaskType,
 )
 from evald_server.engine._cost import Pricing, call_cost
 from evald_server.engine._judging import JudgePrompt, judged
+from evald_server.engine._loglikelihood import ChoiceCalls
 from evald_server.engine._retry_policy import RetryPolicy, retry_class
 from evald_server.providers import (
+    LoglikelihoodProvider,
     Provider,
     ProviderFailure,
     ProviderRequest,
@@ -51,6 +57,10 @@ class TaskContext:
     params: GenerationParams
     policy: RetryPolicy
     top_logprobs: int | None = None  # ask for log-probabilities (choice scoring LOGPROBS)
+    # Loglikelihood scoring (a call per choice, ``_loglikelihood``): the continuations.
+    continuation: ChoiceContinuation | None = None
+    # PLAIN: the prompt's text goes to the completions endpoint, without a chat template.
+    prompt_format: PromptFormat = PromptFormat.CHAT
     pricing: Pricing | None = None  # the task's model price; None: cost unknown
     judge: JudgePrompt | None = None  # a task's judge phase: the rubric and score format
     cache_scope: str | None = None  # the response cache's scope; None: the run uses none
@@ -98,7 +108,18 @@ async def call_model(
     ``on_rate_limits`` sees the provider's rate-limit headers, answer or failure."""
     started = time.perf_counter()
     messages: tuple[ChatMessage, ...] = ()
+    calls: ChoiceCalls | None = None
     try:
+        if ctx.continuation is not None:
+            context = ctx.prompt.plain_text(item.fields, item.record_id)
+            calls = ChoiceCalls(item, context, ctx.continuation)
+            fields = await calls.run(
+                cast(LoglikelihoodProvider, provider), ctx.params.seed, ctx.pricing
+            )
+            if on_rate_limits is not None and calls.rate_limits is not None:
+                on_rate_limits(calls.rate_limits)
+            call_time_s = time.perf_counter() - started
+            return outcome_of(item, OutcomeKind.SUCCEEDED, call_time_s=call_time_s, **fields)
         messages = messages_for(item, ctx)
         request = ProviderRequest(
             messages=messages,
@@ -106,12 +127,16 @@ async def call_model(
             request_key=item.subtask_id,
             reference=_reference(item, ctx) if reference else {},
             top_logprobs=ctx.top_logprobs,
+            prompt_text=ctx.prompt.plain_text(item.fields, item.record_id)
+            if ctx.prompt_format is PromptFormat.PLAIN and ctx.judge is None
+            else None,
         )
         completion = await provider.complete(request)
     except ProviderFailure as failure:
         if on_rate_limits is not None and failure.rate_limits is not None:
             on_rate_limits(failure.rate_limits)
-        return failed(item, ctx, failure, time.perf_counter() - started, rng)
+        outcome = failed(item, ctx, failure, time.perf_counter() - started, rng)
+        return outcome if calls is None else dataclasses.replace(outcome, calls=calls.made)
     except Exception as exc:  # a bug below us: keep the engine running, keep the evidence
         _log.exception("model call for subtask %s raised", item.subtask_id)
         error = EvalError.of(
@@ -119,7 +144,13 @@ async def call_model(
             f"internal error calling model {ctx.model_id}: {type(exc).__name__}",
         )
         call_time = time.perf_counter() - started
-        return outcome_of(item, OutcomeKind.FAILED_PERMANENT, error=error, call_time_s=call_time)
+        return outcome_of(
+            item,
+            OutcomeKind.FAILED_PERMANENT,
+            error=error,
+            call_time_s=call_time,
+            calls=1 if calls is None else max(calls.made, 1),
+        )
     if on_rate_limits is not None and completion.rate_limits is not None:
         on_rate_limits(completion.rate_limits)
     outcome = outcome_of(

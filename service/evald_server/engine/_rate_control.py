@@ -247,6 +247,7 @@ class Ticket:
     in_flight: int = 0  # the model's calls sent and unfinished when it went, itself included
     at_limit: bool = False  # it took the model limit's last free slot
     settled: bool = False  # ``finished`` has seen it
+    requests: float = 1.0  # the requests it was charged (loglikelihood: one per choice)
 
     @property
     def estimated_tokens(self) -> int:
@@ -335,25 +336,29 @@ class ModelRateControl:
             return TokenEstimate(prompt, max_tokens, bounded=True)
         return TokenEstimate(prompt, math.ceil(self._completion_mean), bounded=False)
 
-    def _wait_s(self, estimate: TokenEstimate, now: float) -> float:
-        """How long a call of ``estimate`` must wait for the provider's reset and for
-        every budget (0 or less: it may go now)."""
+    def _wait_s(self, estimate: TokenEstimate, now: float, requests: float = 1.0) -> float:
+        """How long a call of ``estimate`` (``requests`` requests) must wait for the
+        provider's reset and for every budget (0 or less: it may go now)."""
         wait = self._held_until - now
         if self.requests is not None:
-            wait = max(wait, self.requests.bucket.wait_s(1.0, now))
+            wait = max(wait, self.requests.bucket.wait_s(requests, now))
         if self.tokens is not None:
             wait = max(wait, self.tokens.bucket.wait_s(float(estimate.total), now))
         return wait
 
-    def admits_now(self, estimate: TokenEstimate = NO_TOKENS) -> bool:
+    def admits_now(self, estimate: TokenEstimate = NO_TOKENS, requests: float = 1.0) -> bool:
         """Whether ``admit`` would let a call of ``estimate`` go without waiting."""
-        return self._wait_s(estimate, self._clock()) <= 0
+        return self._wait_s(estimate, self._clock(), requests) <= 0
 
-    async def admit(self, estimate: TokenEstimate = NO_TOKENS) -> Ticket:
-        """Wait until the call fits every budget and the provider's reset; charge it."""
+    async def admit(self, estimate: TokenEstimate = NO_TOKENS, requests: float = 1.0) -> Ticket:
+        """Wait until the call fits every budget and the provider's reset; charge it.
+        ``requests``: the requests it makes (a loglikelihood sample makes one per choice)."""
         wants = [
             (budget, amount)
-            for budget, amount in ((self.requests, 1.0), (self.tokens, float(estimate.total)))
+            for budget, amount in (
+                (self.requests, requests),
+                (self.tokens, float(estimate.total)),
+            )
             if budget is not None
         ]
         self.waiting += 1
@@ -362,7 +367,7 @@ class ModelRateControl:
         try:
             while True:
                 now = self._clock()
-                wait = self._wait_s(estimate, now)
+                wait = self._wait_s(estimate, now, requests)
                 if wait <= 0:
                     break
                 if self._budget_changed is None:
@@ -374,12 +379,12 @@ class ModelRateControl:
             for budget, amount in wants:
                 budget.waiting -= amount
         if self.requests is not None:
-            self.requests.bucket.take(1.0)
-            self.requests.taken += 1.0
+            self.requests.bucket.take(requests)
+            self.requests.taken += requests
         if self.tokens is not None:
             self.tokens.bucket.take(float(estimate.total))
             self.tokens.taken += float(estimate.total)
-        return Ticket(self.model_id, estimate, now)
+        return Ticket(self.model_id, estimate, now, requests=requests)
 
     def set_shares(self, requests: float | None, tokens: float | None) -> None:
         """This replica's share of each budget (per minute), from a balancing; the calls
@@ -454,7 +459,7 @@ class ModelRateControl:
 
     def _refund(self, ticket: Ticket, now: float) -> None:
         if self.requests is not None:
-            self.requests.bucket.give_back(1.0, now)
+            self.requests.bucket.give_back(ticket.requests, now)
         if self.tokens is not None:
             self.tokens.bucket.give_back(float(ticket.estimated_tokens), now)
 

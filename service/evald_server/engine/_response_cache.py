@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evald_server.config import ServerConfig
-from evald_server.domain import OutcomeKind
+from evald_server.domain import OutcomeKind, PromptFormat
 from evald_server.engine._executor import TaskContext, context_key, messages_for, outcome_of
 from evald_server.engine._judging import judged
 from evald_server.store import (
@@ -87,7 +87,14 @@ def _request_text(item: ClaimedSubtask, ctx: TaskContext) -> object:
 
 
 def uses_cache(ctx: TaskContext) -> bool:
-    return ctx.cache_scope is not None and ctx.top_logprobs is None
+    # Log-probabilities (first token or loglikelihood) are not kept by the cache, and its
+    # key is the chat messages: a plain prompt's answer is not cached either.
+    return (
+        ctx.cache_scope is not None
+        and ctx.top_logprobs is None
+        and ctx.continuation is None
+        and ctx.prompt_format is PromptFormat.CHAT
+    )
 
 
 def cacheable(outcome: SubtaskOutcome) -> CachedAnswer | None:

@@ -25,6 +25,7 @@ from evald_server.domain import (
     Cost,
     ErrorReason,
     EvalError,
+    PromptFormat,
     ResultStatus,
     TaskState,
     TaskType,
@@ -148,6 +149,8 @@ class Provenance:
     bootstrap_seed: int
     dependencies: dict[str, str] = field(default_factory=dict)  # library → version
     judge: JudgeProvenance | None = None  # model-graded scoring, when the run asked for it
+    # How the prompts reached the model (None: a result written before evald kept it).
+    prompt_format: PromptFormat | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +272,7 @@ def assemble_evaluation(
     judge: JudgeProvenance | None = None,
     judge_profile: ExecutionProfile | None = None,
     reduced: tuple[ReducedMetric, ...] = (),
+    prompt_format: PromptFormat | None = None,
 ) -> TaskEvaluation:
     """The result of a scored task (``report`` None when nothing could be scored);
     ``judge`` and ``judge_profile`` when a judge model graded its answers."""
@@ -299,6 +303,7 @@ def assemble_evaluation(
             bootstrap_seed=seed,
             dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
             judge=judge,
+            prompt_format=prompt_format,
         ),
         created_at=now,
         judge_profile=judge_profile,

@@ -17,10 +17,12 @@ from pydantic import ValidationError
 from evald_server.config import GenerationParams
 from evald_server.datasets import PromptOptions
 from evald_server.domain import (
+    ChoiceContinuation,
     ChoiceScoring,
     ErrorReason,
     FieldViolation,
     InvalidArgument,
+    PromptFormat,
     TaskType,
 )
 from evald_server.engine._cost import RunBudget
@@ -66,6 +68,7 @@ class RunSpec:
     judge: JudgeSpec | None = None  # model-graded scoring of every answer
     response_cache: bool = False  # answer from (and fill) the response cache
     reducers: tuple[ReducerSpec, ...] = ()  # over each record's repeats (_reducer_spec)
+    prompt_format: PromptFormat | None = None  # None: chat (loglikelihood: plain)
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -111,6 +114,8 @@ class RunSpec:
             data["response_cache"] = True
         if self.reducers:
             data["reducers"] = [r.to_json() for r in self.reducers]
+        if self.prompt_format is not None:
+            data["prompt_format"] = self.prompt_format.value
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -152,6 +157,26 @@ class RunSpec:
             return entry.choice_scoring
         return self.choice_scoring or ChoiceScoring.TEXT
 
+    def continuation_for(self, ref: DatasetRef) -> ChoiceContinuation:
+        """Loglikelihood scoring's continuations for a dataset (letters unless set)."""
+        entry = self.options_for(ref)
+        if entry is not None and entry.choice_continuation is not None:
+            return entry.choice_continuation
+        return ChoiceContinuation.LETTERS
+
+    def prompt_format_for(self, ref: DatasetRef, task_type: TaskType) -> PromptFormat:
+        """How the dataset's prompts reach the model: loglikelihood scoring is always
+        plain; else the dataset's setting, the run's, then chat."""
+        if (
+            task_type is TaskType.MULTIPLE_CHOICE
+            and self.choice_scoring_for(ref) is ChoiceScoring.LOGLIKELIHOOD
+        ):
+            return PromptFormat.PLAIN
+        entry = self.options_for(ref)
+        if entry is not None and entry.prompt_format is not None:
+            return entry.prompt_format
+        return self.prompt_format or PromptFormat.CHAT
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
         params = data.get("params")
@@ -177,6 +202,9 @@ class RunSpec:
             judge=None if data.get("judge") is None else JudgeSpec.from_json(data["judge"]),
             response_cache=bool(data.get("response_cache", False)),
             reducers=tuple(ReducerSpec.from_json(r) for r in data.get("reducers", ())),
+            prompt_format=None
+            if data.get("prompt_format") is None
+            else PromptFormat(data["prompt_format"]),
         )
 
     def body_hash(self) -> str:

@@ -44,7 +44,7 @@ from evald_server.engine._results import (
     failure_errors,
     unscorable_error,
 )
-from evald_server.engine._spec import RunSpec
+from evald_server.engine._spec import DatasetRef, RunSpec
 from evald_server.engine._task_models import TaskModels
 from evald_server.scoring import (
     UNSCORABLE_FLAG,
@@ -209,6 +209,9 @@ class TaskScorer:
             prompt_template_sha256=prompt.sha256(),
             seed=spec.seed,
             now=now,
+            prompt_format=spec.prompt_format_for(
+                DatasetRef(dataset.name, dataset.benchmark_version), dataset.task_type
+            ),
             judge=None
             if spec.judge is None or models.judge is None
             else _judge_provenance(models.judge, spec.judge, judging),

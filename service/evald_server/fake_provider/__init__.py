@@ -13,6 +13,12 @@ As its own process: ``python -m evald_server.fake_provider --port 0 --latency-ms
 """
 
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, FaultRate, Kind
+from evald_server.fake_provider._completions import (
+    EchoLogprobFn,
+    EchoMode,
+    hashed_logprob,
+    tokenize,
+)
 from evald_server.fake_provider._journal import JournalEntry
 from evald_server.fake_provider._quota import Quota
 from evald_server.fake_provider._remote import FakeControl, FakeProcess
@@ -20,6 +26,8 @@ from evald_server.fake_provider._server import FakeChatRequest, FakeProvider
 
 __all__ = [
     "Behaviour",
+    "EchoLogprobFn",
+    "EchoMode",
     "FakeChatRequest",
     "FakeConfig",
     "FakeControl",
@@ -29,4 +37,6 @@ __all__ = [
     "JournalEntry",
     "Kind",
     "Quota",
+    "hashed_logprob",
+    "tokenize",
 ]

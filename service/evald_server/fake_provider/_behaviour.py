@@ -235,12 +235,17 @@ class FakeConfig:
     # and a hidden cap on calls in flight per model, answered 429 above it.
     quotas: Mapping[str, Quota] = field(default_factory=dict)
     max_concurrent: int | None = None
+    # /v1/completions' echo: "consistent", or "llama_cpp" (llama-cpp-python 0.3.36's
+    # off-by-one, ``_completions.EchoMode``).
+    echo_mode: str = "consistent"
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or self.latency_sigma < 0 or self.hang_s < 0:
             raise ValueError("latency_ms, latency_sigma and hang_s must be >= 0")
         if sum(f.rate for f in self.faults) > 1.0 + 1e-9:
             raise ValueError("fault rates add up to more than 1")
+        if self.echo_mode not in ("consistent", "llama_cpp"):
+            raise ValueError(f"echo_mode: 'consistent' or 'llama_cpp', got {self.echo_mode!r}")
         if self.max_concurrent is not None and self.max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
 
@@ -297,6 +302,7 @@ class FakeConfig:
             "seed": self.seed,
             "quotas": {m: q.to_json() for m, q in self.quotas.items()},
             "max_concurrent": self.max_concurrent,
+            "echo_mode": self.echo_mode,
         }
 
     def updated(self, data: Mapping[str, Any]) -> "FakeConfig":

@@ -1,7 +1,9 @@
 """``FakeProvider``: a real OpenAI-compatible HTTP server on 127.0.0.1, with faults.
 
-Serves ``POST /v1/chat/completions`` (JSON or SSE when the body sets ``stream``) plus a
-small control API for a fake running in another process:
+Serves ``POST /v1/chat/completions`` (JSON or SSE when the body sets ``stream``),
+``POST /v1/completions`` (echo with log-probabilities, ``_completions``) with the
+tokenizer API lm-evaluation-harness reads (``/tokenizer_info``, ``/tokenize``,
+``/detokenize``), plus a small control API for a fake running in another process:
 
 * ``GET /_fake/journal?since=N``: journal entries after arrival number N, and the
   keys requested again after success;
@@ -29,6 +31,16 @@ from aiohttp import web
 
 from evald_server.config import ModelConfig
 from evald_server.fake_provider._behaviour import Behaviour, FakeConfig, Kind
+from evald_server.fake_provider._completions import (
+    GENERATED,
+    EchoLogprobFn,
+    EchoMode,
+    Vocabulary,
+    completion_choice,
+    completions_body,
+    hashed_logprob,
+    prompts_of,
+)
 from evald_server.fake_provider._journal import Journal, JournalEntry
 from evald_server.fake_provider._logprobs import AlternativesFn, first_piece, logprobs_block
 from evald_server.fake_provider._quota import QuotaState, retry_after
@@ -86,10 +98,13 @@ class FakeProvider:
         port: int = 0,
         max_journal_entries: int = 1_000_000,
         alternatives: AlternativesFn = first_piece,
+        echo_logprob: EchoLogprobFn = hashed_logprob,
     ) -> None:
         self._config = config or FakeConfig()
         self._answer_fn = answer
         self._alternatives = alternatives
+        self._echo_logprob = echo_logprob
+        self.vocabulary = Vocabulary()  # the tokenizer API's token ids
         self._port = port
         self.journal = Journal(max_entries=max_journal_entries)
         self._runner: web.AppRunner | None = None
@@ -110,6 +125,10 @@ class FakeProvider:
         """Bind 127.0.0.1 (port 0 unless given) and return the base URL."""
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/tokenizer_info", self._tokenizer_info)
+        app.router.add_post("/tokenize", self._tokenize)
+        app.router.add_post("/detokenize", self._detokenize)
         app.router.add_get("/_fake/journal", self._get_journal)
         app.router.add_get("/_fake/stats", self._get_stats)
         app.router.add_post("/_fake/config", self._post_config)
@@ -445,6 +464,96 @@ class FakeProvider:
         if self._answer_fn is not None:
             return self._answer_fn(chat)
         return chat.last_content
+
+    # -- the completions endpoint and its tokenizer ------------------------------------
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        """Echo with log-probabilities (``_completions``); the chat endpoint's journal,
+        quotas, latency and status faults apply."""
+        key = request.headers.get("X-Evald-Subtask")
+        try:
+            body = json.loads(await request.read())
+            if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+                raise ValueError("model: required string")
+            prompts = prompts_of(body.get("prompt"), self.vocabulary)
+        except ValueError as exc:
+            entry = self.journal.begin(key, None, stream=False, client_port=_port(request))
+            self.journal.end(entry, "bad_request", 400)
+            return _error(400, f"invalid request: {exc}")
+        messages = tuple({"role": "user", "content": p} for p in prompts)
+        chat = FakeChatRequest(key, body["model"], messages, body)
+        entry = self.journal.begin(key, chat.model, stream=False, client_port=_port(request))
+        config = self._config
+        limited, quota_headers = self._rate_limit(config, chat, entry)
+        if limited is not None:
+            return limited
+        behaviour = self._behaviour(request, config, entry)
+        try:
+            delay_s = config.latency_s(behaviour, entry.seq - 1, key, entry.attempt)
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            if behaviour.kind is Kind.STATUS:
+                response = _error(behaviour.status, behaviour.message or behaviour.label)
+            else:
+                response = self._echo(
+                    body, prompts, chat.model, entry, quota_headers, behaviour, key
+                )
+        except asyncio.CancelledError:
+            if entry.finished_at is None:
+                self.journal.disconnect(entry, behaviour.label)
+            raise
+        self.journal.end(entry, behaviour.label, response.status)
+        return response
+
+    def _echo(
+        self,
+        body: Mapping[str, Any],
+        prompts: list[str],
+        model: str,
+        entry: JournalEntry,
+        headers: Mapping[str, str],
+        behaviour: Behaviour,
+        key: str | None,
+    ) -> web.Response:
+        max_tokens = body.get("max_tokens")
+        mode = EchoMode(self._config.echo_mode)
+        echo = body.get("echo") is True
+        choices, prompt_tokens, completion_tokens = [], 0, 0
+        for index, prompt in enumerate(prompts):
+            answer, finish_reason = GENERATED, "length"
+            if not echo:  # a plain prompt: the answer the chat endpoint would give
+                chat = FakeChatRequest(key, model, ({"role": "user", "content": prompt},), body)
+                answer, finish_reason = truncate(
+                    self._answer(behaviour, self._config, chat), max_tokens
+                )
+            choice, used, made = completion_choice(
+                index,
+                prompt,
+                echo=echo,
+                max_tokens=max_tokens if isinstance(max_tokens, int) else 16,
+                logprob=self._echo_logprob,
+                mode=mode,
+                answer=answer,
+                finish_reason=finish_reason,
+            )
+            choices.append(choice)
+            prompt_tokens += used
+            completion_tokens += made
+        entry.prompt_tokens, entry.completion_tokens = prompt_tokens, completion_tokens
+        payload = completions_body(entry.seq, model, choices, prompt_tokens, completion_tokens)
+        return web.Response(body=payload, content_type=_JSON, headers=headers)
+
+    async def _tokenizer_info(self, request: web.Request) -> web.Response:
+        return web.json_response(self.vocabulary.info())
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        return web.json_response({"tokens": self.vocabulary.encode(str(body.get("prompt", "")))})
+
+    async def _detokenize(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        tokens = body.get("tokens") or []
+        return web.json_response({"prompt": self.vocabulary.decode([int(t) for t in tokens])})
 
     # -- the control API ---------------------------------------------------------------
 

@@ -19,13 +19,17 @@ from typing import TYPE_CHECKING, Any
 from evald_server.config import ConfigError, ModelConfig
 from evald_server.providers._base import (
     Completion,
+    ContinuationAnswer,
+    ContinuationRequest,
+    LoglikelihoodProvider,
     Provider,
     ProviderFailure,
     ProviderRequest,
     RetryDecision,
     RetryKind,
 )
-from evald_server.providers._openai_wire import chat_url
+from evald_server.providers._echo import MAX_ECHO_TOKENS
+from evald_server.providers._openai_wire import chat_url, completions_url
 from evald_server.providers._rate_limit_headers import (
     RateLimitInfo,
     parse_duration,
@@ -38,8 +42,12 @@ if TYPE_CHECKING:
     from evald_server.providers._openai import OpenAIProvider
 
 __all__ = [
+    "MAX_ECHO_TOKENS",
     "PROVIDER_BUILDERS",
     "Completion",
+    "ContinuationAnswer",
+    "ContinuationRequest",
+    "LoglikelihoodProvider",
     "OpenAIProvider",
     "Provider",
     "ProviderFailure",
@@ -51,6 +59,7 @@ __all__ = [
     "build_provider",
     "chat_url",
     "classify_status",
+    "completions_url",
     "parse_duration",
     "parse_rate_limit_headers",
     "parse_retry_after",

@@ -121,6 +121,30 @@ def checked_alternatives(block: object) -> tuple[TopLogprobs | None, tuple[str, 
     return tuple(found), ()
 
 
+def checked_plain_alternatives(block: object) -> tuple[TopLogprobs | None, tuple[str, ...]]:
+    """The same from a ``/v1/completions`` answer's ``logprobs`` block, whose
+    ``top_logprobs[0]`` maps each alternative token to its log-probability (the token
+    itself, ``tokens[0]`` with ``token_logprobs[0]``, without it)."""
+    if block is None:
+        return None, ()
+    if not isinstance(block, Mapping):
+        return None, (LOGPROBS_INVALID,)
+    tops, tokens, numbers = (
+        block.get("top_logprobs"),
+        block.get("tokens"),
+        block.get("token_logprobs"),
+    )
+    if isinstance(tops, list) and tops and isinstance(tops[0], Mapping) and tops[0]:
+        entries: list[object] = [{"token": t, "logprob": v} for t, v in tops[0].items()]
+    elif isinstance(tokens, list) and tokens and isinstance(numbers, list) and numbers:
+        entries = [{"token": tokens[0], "logprob": numbers[0]}]
+    elif not tokens:
+        return None, ()  # nothing generated
+    else:
+        return None, (LOGPROBS_INVALID,)
+    return checked_alternatives({"content": [{"top_logprobs": entries}]})
+
+
 def _alternative(entry: object) -> tuple[str, float] | None:
     if not isinstance(entry, Mapping):
         return None

@@ -30,6 +30,9 @@ class ProviderRequest:
     reference: Mapping[str, Any] = field(default_factory=dict)
     # Ask for the first token's top alternatives with log-probabilities (None: don't).
     top_logprobs: int | None = None
+    # The plain prompt format: this text goes to /v1/completions, no chat template (the
+    # messages are kept for estimates and costs); None: the messages go to chat.
+    prompt_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,29 @@ class Completion:
     finish_reason: str = "unknown"
     rate_limits: RateLimitInfo | None = None  # the provider's x-ratelimit-* headers
     flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationRequest:
+    """One loglikelihood call: how likely ``continuation`` is after ``context``, read
+    from the completions endpoint's echo (``providers._echo``)."""
+
+    context: str
+    continuation: str
+    request_key: str
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationAnswer:
+    """The continuation's summed log-probability over its ``tokens``, and the call's usage."""
+
+    logprob: float
+    tokens: int
+    latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    rate_limits: RateLimitInfo | None = None
 
 
 class RetryKind(StrEnum):
@@ -80,6 +106,7 @@ class ProviderFailure(Exception):
         *,
         http_status: int | None = None,
         latency_s: float | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = reason
@@ -87,11 +114,12 @@ class ProviderFailure(Exception):
         self.decision = decision
         self.http_status = http_status
         self.latency_s = latency_s
+        self.metadata = dict(metadata or {})  # more ErrorInfo metadata (what was inconsistent)
         self.rate_limits: RateLimitInfo | None = None  # set from the response's headers
 
     @property
     def error(self) -> EvalError:
-        metadata: dict[str, object] = {}
+        metadata: dict[str, object] = dict(self.metadata)
         if self.http_status is not None:
             metadata["httpStatus"] = self.http_status
         if self.decision.retry_after_s is not None:
@@ -112,4 +140,13 @@ class Provider(Protocol):
 
     async def aclose(self) -> None:
         """Release connections; in-flight calls are aborted."""
+        ...
+
+
+class LoglikelihoodProvider(Provider, Protocol):
+    """A provider that can also score a continuation (a model with ``completions``)."""
+
+    async def loglikelihood(self, request: ContinuationRequest) -> ContinuationAnswer:
+        """One call; raise ``ProviderFailure`` on any failure, an inconsistent echo
+        included (permanent, PROVIDER_BAD_RESPONSE naming the inconsistency)."""
         ...

@@ -1,4 +1,6 @@
-"""The ``openai`` provider: any OpenAI-compatible ``/v1/chat/completions`` server.
+"""The ``openai`` provider: any OpenAI-compatible ``/v1/chat/completions`` server, and
+its ``/v1/completions`` for a model registered with ``completions`` (loglikelihood
+calls, ``providers._echo``).
 
 Built on aiohttp because the HTTP client is on the hot path: on these 2-core machines
 aiohttp sustains thousands of requests per second where httpx's default transport
@@ -22,24 +24,43 @@ below their floors ignored with one warning per header and reason).
 """
 
 import dataclasses
+import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
 from evald_server.config import ConfigError, ModelConfig
 from evald_server.providers._answer_bounds import AnswerBounds
-from evald_server.providers._base import Completion, ProviderFailure, ProviderRequest
+from evald_server.providers._base import (
+    Completion,
+    ContinuationAnswer,
+    ContinuationRequest,
+    ProviderFailure,
+    ProviderRequest,
+)
+from evald_server.providers._echo import (
+    EchoInconsistent,
+    continuation_score,
+    echo_request_fields,
+    loads_object,
+    split_context,
+)
 from evald_server.providers._openai_wire import (
     AnswerTooLarge,
     MalformedResponse,
     ParsedCompletion,
     StreamAccumulator,
     chat_url,
+    completions_url,
     error_detail,
     parse_completion,
+    parse_plain_completion,
+    plain_request_body,
     request_body,
 )
 from evald_server.providers._rate_limit_headers import (
@@ -50,6 +71,7 @@ from evald_server.providers._rate_limit_headers import (
 from evald_server.providers._retry_classification import (
     bad_response_failure,
     connection_failure,
+    inconsistent_echo_failure,
     status_failure,
     timeout_failure,
 )
@@ -60,6 +82,7 @@ _log = logging.getLogger(__name__)
 # An error body is only read for its excerpt: the rest is not worth the memory.
 _ERROR_BODY_BYTES = 64 * 1024
 _READ_CHUNK = 64 * 1024
+_Answer = TypeVar("_Answer")
 
 
 class BodyTooLarge(Exception):
@@ -101,6 +124,10 @@ class OpenAIProvider:
         self._model_id = model.id
         self._model_name = model.provider_model
         self._url = chat_url(model.base_url)
+        self._completions_url = (
+            completions_url(model.base_url) if "completions" in model.endpoints else None
+        )
+        self._echo_max_tokens = model.echo_max_tokens
         self._pool_size = pool_size
         self._timeout_s = model.timeout_s
         self._stream = model.stream
@@ -126,16 +153,48 @@ class OpenAIProvider:
         return self._url
 
     async def complete(self, request: ProviderRequest) -> Completion:
-        session = self._session_or_create()
+        if request.prompt_text is not None:  # the plain format: completions, not streamed
+            body = plain_request_body(self._model_name, request)
+            return await self._exchange(
+                self._completions_endpoint(), body, request.request_key, self._read_plain
+            )
         body = request_body(self._model_name, request, stream=self._stream)
-        headers = {"Content-Type": "application/json", "X-Evald-Subtask": request.request_key}
+        return await self._exchange(self._url, body, request.request_key, self._read)
+
+    def _completions_endpoint(self) -> str:
+        if self._completions_url is None:
+            raise RuntimeError(f"model {self._model_id!r} is not registered with 'completions'")
+        return self._completions_url
+
+    async def loglikelihood(self, request: ContinuationRequest) -> ContinuationAnswer:
+        """One echo call to ``/v1/completions`` (``providers._echo``)."""
+        url = self._completions_endpoint()
+        context, continuation = split_context(request.context, request.continuation)
+        fields = echo_request_fields(context + continuation, self._echo_max_tokens, request.seed)
+        body = json.dumps(
+            {"model": self._model_name, **fields}, ensure_ascii=False, separators=(",", ":")
+        ).encode()
+
+        async def read(response: aiohttp.ClientResponse, started: float) -> ContinuationAnswer:
+            return await self._read_echo(response, started, context, continuation)
+
+        return await self._exchange(url, body, request.request_key, read)
+
+    async def _exchange(
+        self,
+        url: str,
+        body: bytes,
+        key: str,
+        read: Callable[[aiohttp.ClientResponse, float], Awaitable[_Answer]],
+    ) -> _Answer:
+        """POST ``body``, read the answer with ``read``; every foreign error translated."""
+        session = self._session_or_create()
+        headers = {"Content-Type": "application/json", "X-Evald-Subtask": key}
         started = time.perf_counter()
         try:
-            response = await session.post(
-                self._url, data=body, headers=headers, allow_redirects=False
-            )
+            response = await session.post(url, data=body, headers=headers, allow_redirects=False)
             try:
-                return await self._read(response, started)
+                return await read(response, started)
             except BaseException:
                 # A half-read or cancelled answer must not go back to the pool: closing the
                 # connection is what tells the server the request was abandoned.
@@ -172,21 +231,66 @@ class OpenAIProvider:
             )
         return self._session
 
-    async def _read(self, response: aiohttp.ClientResponse, started: float) -> Completion:
-        if response.status == 200 and self._stream:
+    async def _fail_status(self, response: aiohttp.ClientResponse, started: float) -> None:
+        """A non-200 answer as its ProviderFailure."""
+        raw = await _read_prefix(response, _ERROR_BODY_BYTES)
+        detail = error_detail(raw, scrub=self._scrub)
+        latency_s = time.perf_counter() - started
+        failure = status_failure(response.status, response.headers, detail, latency_s=latency_s)
+        failure.rate_limits = self._rate_limits(response)
+        raise failure
+
+    async def _read_echo(
+        self, response: aiohttp.ClientResponse, started: float, context: str, continuation: str
+    ) -> ContinuationAnswer:
+        if response.status != 200:
+            await self._fail_status(response, started)
+        try:
+            data = loads_object(await _read_capped(response, self._max_response_bytes))
+        except BodyTooLarge as exc:
+            raise bad_response_failure(
+                f"response body exceeds max_response_bytes ({self._max_response_bytes} bytes) "
+                f"of model {self._model_id}; reading stopped",
+                http_status=200,
+                latency_s=time.perf_counter() - started,
+            ) from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise bad_response_failure(
+                f"invalid JSON ({type(exc).__name__})",
+                http_status=200,
+                latency_s=time.perf_counter() - started,
+            ) from exc
+        try:
+            score = continuation_score(data, context, continuation, self._bounds)
+        except EchoInconsistent as exc:
+            raise inconsistent_echo_failure(
+                exc.kind,
+                f"{self._scrub(exc.detail)} (model {self._model_id}, {self._completions_url})",
+                latency_s=time.perf_counter() - started,
+            ) from exc
+        return ContinuationAnswer(
+            logprob=score.logprob,
+            tokens=score.tokens,
+            latency_s=time.perf_counter() - started,
+            prompt_tokens=score.prompt_tokens,
+            completion_tokens=score.completion_tokens,
+            rate_limits=self._rate_limits(response),
+        )
+
+    async def _read_plain(self, response: aiohttp.ClientResponse, started: float) -> Completion:
+        return await self._read(response, started, plain=True)
+
+    async def _read(
+        self, response: aiohttp.ClientResponse, started: float, *, plain: bool = False
+    ) -> Completion:
+        if response.status == 200 and self._stream and not plain:
             return await self._read_stream(response, started)
         if response.status != 200:
-            raw = await _read_prefix(response, _ERROR_BODY_BYTES)
-            detail = error_detail(raw, scrub=self._scrub)
-            latency_s = time.perf_counter() - started
-            failure = status_failure(response.status, response.headers, detail, latency_s=latency_s)
-            failure.rate_limits = self._rate_limits(response)
-            raise failure
+            await self._fail_status(response, started)
+        parse = parse_plain_completion if plain else parse_completion
         try:
             raw = await _read_capped(response, self._max_response_bytes)
-            parsed = parse_completion(
-                raw, max_answer_bytes=self._max_answer_bytes, bounds=self._bounds
-            )
+            parsed = parse(raw, max_answer_bytes=self._max_answer_bytes, bounds=self._bounds)
         except BodyTooLarge as exc:
             raise bad_response_failure(
                 f"response body exceeds max_response_bytes ({self._max_response_bytes} bytes) "

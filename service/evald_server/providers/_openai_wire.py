@@ -19,6 +19,7 @@ from evald_server.providers._answer_bounds import (
     DEFAULT_BOUNDS,
     AnswerBounds,
     TopLogprobs,
+    checked_plain_alternatives,
     checked_text,
     checked_usage,
 )
@@ -41,6 +42,12 @@ def chat_url(base_url: str) -> str:
     if base.endswith("/v1"):
         return f"{base}/chat/completions"
     return f"{base}/v1/chat/completions"
+
+
+def completions_url(base_url: str) -> str:
+    """``{base_url}/v1/completions``, by the same rule as ``chat_url``."""
+    base = base_url.rstrip("/")
+    return f"{base}/completions" if base.endswith("/v1") else f"{base}/v1/completions"
 
 
 def request_body(model_name: str, request: ProviderRequest, *, stream: bool) -> bytes:
@@ -129,6 +136,43 @@ def parse_completion(
         usage.prompt_tokens,
         usage.completion_tokens,
         reason,
+        alternatives,
+        usage.flags + logprob_flags + text_flags,
+    )
+
+
+def plain_request_body(model_name: str, request: ProviderRequest) -> bytes:
+    """The ``/v1/completions`` body of a plain prompt: ``prompt`` instead of messages,
+    the same parameters; ``logprobs`` is the legacy API's count of alternatives."""
+    assert request.prompt_text is not None
+    params = request.params
+    options = _options(
+        params.temperature, params.max_tokens, params.top_p, params.seed, params.stop, None, False
+    )
+    logprobs = "" if request.top_logprobs is None else f',"logprobs":{request.top_logprobs}'
+    prompt = _json_string(request.prompt_text)
+    return f'{{"model":{_json_string(model_name)},"prompt":{prompt}{options}{logprobs}}}'.encode()
+
+
+def parse_plain_completion(
+    raw: bytes, *, max_answer_bytes: int | None = None, bounds: AnswerBounds = DEFAULT_BOUNDS
+) -> ParsedCompletion:
+    """``choices[0].text``, finish_reason, usage and the first token's alternatives of a
+    ``/v1/completions`` answer."""
+    data = _load_object(raw)
+    choice = _first_choice(data.get("choices"))
+    if choice is None:
+        raise MalformedResponse("no choices[0]")
+    text, text_flags = checked_text(_content(choice.get("text")))
+    if max_answer_bytes is not None and len(text.encode()) > max_answer_bytes:
+        raise AnswerTooLarge(max_answer_bytes)
+    usage = checked_usage(data.get("usage"), bounds)
+    alternatives, logprob_flags = checked_plain_alternatives(choice.get("logprobs"))
+    return ParsedCompletion(
+        text,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        FinishReason.parse(choice.get("finish_reason")),
         alternatives,
         usage.flags + logprob_flags + text_flags,
     )

@@ -158,3 +158,18 @@ def bad_response_failure(
         http_status=http_status,
         latency_s=latency_s,
     )
+
+
+def inconsistent_echo_failure(
+    kind: str, detail: str, *, latency_s: float | None = None
+) -> ProviderFailure:
+    """The completions endpoint answered, but its echoed tokens do not describe the text
+    sent (``providers._echo``): permanent, a retry gets the same answer."""
+    return ProviderFailure(
+        ErrorReason.PROVIDER_BAD_RESPONSE,
+        f"provider inconsistency ({kind}): {detail}; the sample is not scored",
+        _PERMANENT,
+        http_status=200,
+        latency_s=latency_s,
+        metadata={"inconsistency": kind},
+    )

@@ -28,6 +28,7 @@ from evald_server.scoring._intervals import (
     wilson_interval,
 )
 from evald_server.scoring._isolation import UNSCORABLE_FLAG
+from evald_server.scoring._loglikelihood import LOGLIKELIHOOD_MARK, continuation_entries
 from evald_server.scoring._pages import (
     EncodedPage,
     EncodedSample,
@@ -82,6 +83,7 @@ from evald_server.scoring._types import (
 
 __all__ = [
     "CORRECTNESS",
+    "LOGLIKELIHOOD_MARK",
     "UNSCORABLE_FLAG",
     "BaseScorer",
     "ChoiceLetterStats",
@@ -126,6 +128,7 @@ __all__ = [
     "UnscorableSample",
     "WorstExample",
     "bootstrap_distribution",
+    "continuation_entries",
     "correctness_of",
     "majority_correct",
     "pass_at_k",

@@ -17,6 +17,11 @@ rules are the fallback. An unmapped answer is wrong and flagged ``unmapped_outpu
 * Per sample: ``correct``, ``predicted_index`` (-1 when unmapped), ``gold_index`` and,
   with log-probability scoring, ``logprob_<letter>`` for each choice letter found among
   the top alternatives; flags ``unmapped_output`` and ``logprob_fallback``.
+* Loglikelihood scoring (``_loglikelihood``): the prediction is lm-eval's ``acc`` pick;
+  ``acc`` (equal to ``accuracy``), ``acc_norm`` and ``acc_bytes`` are headline metrics
+  with their intervals; per sample ``logprob_<letter>`` is each choice's summed
+  continuation log-probability, ``correct_norm`` and ``predicted_norm_index`` the
+  acc_norm pick. A sample without one value per choice is unmapped.
 """
 
 from collections import Counter
@@ -37,6 +42,7 @@ from evald_server.scoring._choices import (
 )
 from evald_server.scoring._common import BaseScorer, Evaluation, Row
 from evald_server.scoring._intervals import FloatArray, GroupedSums, IntArray, safe_div
+from evald_server.scoring._loglikelihood import LoglikelihoodPick, is_loglikelihood, pick
 from evald_server.scoring._payloads import (
     ChoiceLetterStats,
     ExtractionRuleCount,
@@ -46,6 +52,7 @@ from evald_server.scoring._payloads import (
 )
 from evald_server.scoring._types import ScoringSample
 
+LOGLIKELIHOOD = "loglikelihood"  # the extraction rule of a loglikelihood sample
 UNMAPPED_FLAG = "unmapped_output"
 FALLBACK_FLAG = "logprob_fallback"
 
@@ -58,8 +65,23 @@ def subject_of(record: Mapping[str, Any]) -> str | None:
 
 def _read(
     sample: ScoringSample, choices: Sequence[str]
+) -> tuple[Extraction, dict[int, float], bool, LoglikelihoodPick | None]:
+    """(the extraction, the letters' log-probabilities, whether it fell back to text,
+    the loglikelihood picks of a sample scored that way)."""
+    if is_loglikelihood(sample.top_logprobs):
+        assert sample.top_logprobs is not None
+        picked = pick(sample.top_logprobs, len(choices))
+        if picked is None:
+            return Extraction(None, UNMAPPED), {}, False, None
+        scores = dict(enumerate(picked.loglikelihoods))
+        return Extraction(picked.acc, LOGLIKELIHOOD), scores, False, picked
+    extraction, logprobs, fell_back = _read_generated(sample, choices)
+    return extraction, logprobs, fell_back, None
+
+
+def _read_generated(
+    sample: ScoringSample, choices: Sequence[str]
 ) -> tuple[Extraction, dict[int, float], bool]:
-    """(the extraction, the letters' log-probabilities, whether it fell back to text)."""
     if sample.top_logprobs is None:
         return extract_choice(sample.output or "", choices), {}, False
     logprobs = letter_logprobs(sample.top_logprobs, len(choices))
@@ -71,7 +93,9 @@ def _read(
 
 class MultipleChoiceScorer(BaseScorer):
     name = "multiple_choice"
-    version = "1.1.0"  # 1.1.0: verbatim choice texts first; signs, decimals, units kept
+    # 1.1.0: verbatim choice texts first; signs, decimals, units kept. 1.2.0: loglikelihood
+    # samples (acc, acc_norm, acc_bytes).
+    version = "1.2.0"
     task_type = TaskType.MULTIPLE_CHOICE
     primary_metric = "correct"
 
@@ -98,11 +122,17 @@ class MultipleChoiceScorer(BaseScorer):
         pred = np.empty(len(scored), dtype=np.intp)
         rules: list[str] = []
         fell_backs = np.zeros(len(scored), dtype=np.bool_)
+        loglikelihood = np.zeros(len(scored), dtype=np.bool_)
+        pred_norm = np.empty(len(scored), dtype=np.intp)
+        pred_bytes = np.empty(len(scored), dtype=np.intp)
         for i, sample in enumerate(scored):
             choices = sample.record["choices"]
-            extraction, logprobs, fell_back = _read(sample, choices)
+            extraction, logprobs, fell_back, picked = _read(sample, choices)
             gold[i] = gold_choice_index(sample.record)
             pred[i] = -1 if extraction.index is None else extraction.index
+            loglikelihood[i] = is_loglikelihood(sample.top_logprobs)
+            pred_norm[i] = pred[i] if picked is None else picked.acc_norm
+            pred_bytes[i] = pred[i] if picked is None else picked.acc_bytes
             rules.append(extraction.rule)
             fell_backs[i] = fell_back
             correct = bool(pred[i] == gold[i])
@@ -112,6 +142,9 @@ class MultipleChoiceScorer(BaseScorer):
                 "gold_index": float(gold[i]),
             }
             scores.update({f"logprob_{choice_letter(k)}": v for k, v in logprobs.items()})
+            if picked is not None:
+                scores["correct_norm"] = float(picked.acc_norm == gold[i])
+                scores["predicted_norm_index"] = float(picked.acc_norm)
             flags = ((UNMAPPED_FLAG,) if extraction.index is None else ()) + (
                 (FALLBACK_FLAG,) if fell_back else ()
             )
@@ -130,6 +163,9 @@ class MultipleChoiceScorer(BaseScorer):
             "pred": pred,
             "rule": np.array(rules, dtype=object).reshape(len(rules)),
             "fell_back": fell_backs,
+            "loglikelihood": loglikelihood,
+            "pred_norm": pred_norm,
+            "pred_bytes": pred_bytes,
             "subject": np.array([subject_of(s.record) or "" for s in scored], dtype=object).reshape(
                 len(scored)
             ),
@@ -166,6 +202,15 @@ class MultipleChoiceScorer(BaseScorer):
         macro = float(np.mean([s.accuracy for s in per_subject])) if per_subject else 0.0
         if per_subject:
             metrics["subject_macro_accuracy"] = macro
+        # Loglikelihood scoring: lm-eval's acc, acc_norm and acc_bytes (``_loglikelihood``).
+        lm_eval: dict[str, FloatArray] = {}
+        if bool(columns["loglikelihood"].any()):
+            lm_eval = {
+                "acc": correct_column,
+                "acc_norm": (gold == columns["pred_norm"]).astype(np.float64),
+                "acc_bytes": (gold == columns["pred_bytes"]).astype(np.float64),
+            }
+            metrics.update({name: float(column.mean()) for name, column in lm_eval.items()})
         if not per_subject:
             subjects[:] = -1  # grouped sums leave negative groups out
         subject_correct = GroupedSums(subjects, len(subject_names), correct_column)
@@ -177,6 +222,7 @@ class MultipleChoiceScorer(BaseScorer):
                 "accuracy": (weights @ correct_column) / total,
                 "unmapped_rate": (weights @ unmapped_column) / total,
             }
+            values.update({name: (weights @ column) / total for name, column in lm_eval.items()})
             if per_subject:
                 counts = subject_samples(weights)
                 present = counts > 0
@@ -189,7 +235,7 @@ class MultipleChoiceScorer(BaseScorer):
         letters = _letters(n_letters, gold, pred)
         rule_counts = tuple(
             ExtractionRuleCount(rule, rules[rule])
-            for rule in (LOGPROBS, *RULES, UNMAPPED)
+            for rule in (LOGLIKELIHOOD, LOGPROBS, *RULES, UNMAPPED)
             if rules[rule]
         )
 
@@ -214,7 +260,8 @@ class MultipleChoiceScorer(BaseScorer):
             proportions={
                 "accuracy": float(correct_column.sum()),
                 "unmapped_rate": float(unmapped_column.sum()),
-            },
+            }
+            | {name: float(column.sum()) for name, column in lm_eval.items()},
         )
 
 

@@ -44,7 +44,7 @@ class OutcomeUpdate(NamedTuple):
     state: str
     updated_at: float
     attempt: int  # + 1 when the outcome spends an attempt
-    requests: int  # + 1 when a call was made
+    requests: int  # + the calls made (``SubtaskOutcome.calls``) when the attempt made any
     rate_limited: int
     call_time_s: float
     next_attempt_at: float | None  # set (a retry) or cleared
@@ -163,7 +163,7 @@ def _update(
         state=target.value,
         updated_at=now,
         attempt=int(spent),
-        requests=int(outcome.attempted),
+        requests=outcome.calls if outcome.attempted else 0,
         rate_limited=int(outcome.rate_limited),
         call_time_s=outcome.call_time_s,
         next_attempt_at=outcome.next_attempt_at if kind is OutcomeKind.RETRY else None,

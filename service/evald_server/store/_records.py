@@ -234,6 +234,9 @@ class SubtaskOutcome:
     answer_flags: tuple[str, ...] = ()
     # The response-cache entry this answer may fill (engine bookkeeping; not stored).
     cache_key: str | None = None
+    # Provider calls the attempt made (added to the row's ``requests``): one, or one per
+    # choice for loglikelihood scoring.
+    calls: int = 1
 
 
 @dataclass(frozen=True, slots=True)
