@@ -264,6 +264,8 @@ class TaskScorer:
                 await self._code.execute_task(task_id)
             except ExecutionFailed as failure:
                 return None, [failure.error]
+            finally:
+                self._code.scored(task_id)
         report, errors = await self._report(task_id, TaskType.CODE, spec, counters)
         if report is not None and self._code is not None and spec.pass_at_k:
             reduced = await self._code.pass_at_k(task_id, spec.pass_at_k, seed=spec.seed)
