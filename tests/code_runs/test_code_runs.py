@@ -9,7 +9,7 @@ import anyio
 import pytest
 from rich.console import Console
 
-from evald_cli._render import results_tables
+from evald_cli._render import results_tables, samples_table
 from evald_client import (
     CodePayload,
     EvaldError,
@@ -106,6 +106,12 @@ async def test_a_humaneval_subset_passes_and_fails_through_the_server(tmp_path: 
     assert "pass_at_2" in shown
     assert "passed 6" in shown
     assert "no_program 2" in shown
+    # `evald samples` shows each sample's verdict and its reason.
+    console = Console(width=240, record=True)
+    console.print(samples_table(samples, {}))
+    listed = console.export_text()
+    assert "failed: test 0 failed" in listed
+    assert "no_program: the answer holds no code" in listed
 
 
 async def test_create_run_is_refused_while_the_sandbox_is_off(tmp_path: Path) -> None:
