@@ -19,7 +19,7 @@ from evald_client import (
     SubtaskState,
     TaskState,
 )
-from evald_server.fake_provider import Behaviour
+from evald_server.fake_provider import Behaviour, FakeChatRequest
 from tests.code_runs._support import code_server, fenced, humaneval_records, sandbox_table
 from tests.sandbox._support import processes_of_uids, slot_uids
 
@@ -182,3 +182,37 @@ async def test_programs_run_while_the_task_is_still_answering(tmp_path: Path) ->
         assert run.state is RunState.SUCCEEDED
         (result,) = await client.results(run.run_id)
     assert result.metrics["pass_at_1"] == 1.0
+
+
+async def test_two_code_runs_compare_on_their_stored_verdicts(tmp_path: Path) -> None:
+    records = humaneval_records()[:6]
+    right = {r["prompt"]: fenced(r["prompt"] + r["canonical_solution"]) for r in records}
+
+    def answer(request: FakeChatRequest) -> str:
+        prompt = request.last_content
+        text = next(text for key, text in right.items() if key in prompt)
+        if request.model == "worse" and records[0]["prompt"] not in prompt:
+            return "```bash\necho no\n```"  # the worse model solves only the first problem
+        return text
+
+    async with code_server(tmp_path, {}, answer=answer, models=("better", "worse")) as (
+        client,
+        _address,
+        _fake,
+    ):
+        await client.upload_dataset(name="he", version="1.0.0", task_type="code", records=records)
+        finished = []
+        for model in ("worse", "better"):
+            run = await client.create_run(models=[model], datasets=[("he", "1.0.0")])
+            with anyio.fail_after(120):
+                finished.append(await client.wait(run.run_id))
+        comparison = await client.compare_runs(
+            baseline_run_id=finished[0].run_id,
+            candidate_run_id=finished[1].run_id,
+            model_pairs=[("worse", "better")],
+        )
+    (task,) = comparison.tasks
+    metric = next(m for m in task.metrics if m.metric == "pass_at_1")
+    assert (metric.baseline_value, metric.candidate_value) == (pytest.approx(1 / 6), 1.0)
+    assert metric.records_improved == 5
+    assert metric.records_worsened == 0
