@@ -303,6 +303,8 @@ def samples_table(samples: Iterable[Sample], task_labels: Mapping[str, str]) -> 
         table.add_column(column, no_wrap=column in ("task", "record", "state", "stop"))
     for s in samples:
         scores = " ".join(f"{k}={v:.2f}" for k, v in sorted(s.scores.items()))
+        if s.execution is not None:  # a code sample: how its program fared in the sandbox
+            scores += f"\n{s.execution.verdict}: {_clip(s.execution.reason, 40)}".rstrip(": ")
         state = s.state.value
         if s.state is SubtaskState.SUCCEEDED and s.last_error is not None:
             state += " (retried)"

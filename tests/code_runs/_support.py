@@ -64,6 +64,7 @@ async def code_server(
     store_url: str | None = None,
     answer: AnswerFn | None = None,
     models: tuple[str, ...] = ("fake",),
+    model_fields: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[tuple[AsyncEvaldClient, str, FakeProvider]]:
     """A server with the sandbox on (unless ``sandbox`` says otherwise) and ``models``
     (each its own provider model name on one fake) answering per prompt (``answer``,
@@ -78,6 +79,7 @@ async def code_server(
                     "provider": "openai",
                     "base_url": fake.base_url,
                     "max_concurrency": 8,
+                    **(model_fields or {}),
                 }
                 for model in models
             ],

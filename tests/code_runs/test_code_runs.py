@@ -9,8 +9,17 @@ import anyio
 import pytest
 from rich.console import Console
 
-from evald_cli._render import results_tables
-from evald_client import CodePayload, EvaldError, ResultStatus, RunState, SubtaskState
+from evald_cli._render import results_tables, samples_table
+from evald_client import (
+    CodePayload,
+    EvaldError,
+    ResultStatus,
+    RetryPolicy,
+    RunState,
+    SubtaskState,
+    TaskState,
+)
+from evald_server.fake_provider import Behaviour, FakeChatRequest
 from tests.code_runs._support import code_server, fenced, humaneval_records, sandbox_table
 from tests.sandbox._support import processes_of_uids, slot_uids
 
@@ -97,6 +106,12 @@ async def test_a_humaneval_subset_passes_and_fails_through_the_server(tmp_path: 
     assert "pass_at_2" in shown
     assert "passed 6" in shown
     assert "no_program 2" in shown
+    # `evald samples` shows each sample's verdict and its reason.
+    console = Console(width=240, record=True)
+    console.print(samples_table(samples, {}))
+    listed = console.export_text()
+    assert "failed: test 0 failed" in listed
+    assert "no_program: the answer holds no code" in listed
 
 
 async def test_create_run_is_refused_while_the_sandbox_is_off(tmp_path: Path) -> None:
@@ -132,3 +147,72 @@ async def test_a_bad_code_record_fails_the_upload_and_stores_nothing(tmp_path: P
         assert "line 2" in str(caught.value)
         assert "check(candidate)" in str(caught.value)
         assert [d async for d in client.list_datasets()] == []
+
+
+async def test_programs_run_while_the_task_is_still_answering(tmp_path: Path) -> None:
+    """The sixth answer hangs (until the model's timeout, then it is asked again): the
+    task cannot finish meanwhile, and the first answers' programs have run by then."""
+    records = humaneval_records()[:6]
+    answers = {r["prompt"]: fenced(r["prompt"] + r["canonical_solution"]) for r in records}
+    async with code_server(tmp_path, answers, model_fields={"timeout_s": 10.0}) as (
+        client,
+        _address,
+        fake,
+    ):
+        fake.configure(sequence=(*[Behaviour.ok()] * 5, Behaviour.hang()))
+        await client.upload_dataset(name="he", version="1.0.0", task_type="code", records=records)
+        run = await client.create_run(
+            models=["fake"],
+            datasets=[("he", "1.0.0")],
+            max_concurrency=1,
+            retry_policy=RetryPolicy(max_retries=2, backoff_s=(0.01,), jitter_fraction=0.0),
+        )
+        executed: list[str] = []
+        with anyio.fail_after(60):
+            while not executed:
+                # The task's state first: executions seen after it are seen while it was
+                # still answering (its sixth answer hangs).
+                (task,) = (await client.get_run(run.run_id)).progress.tasks
+                assert task.state is TaskState.RUNNING, "the answers ended before any program ran"
+                executed = [s.record_id async for s in client.samples(run.run_id) if s.execution]
+                await anyio.sleep(0.05)
+        assert task.counts.succeeded < 6
+        with anyio.fail_after(120):
+            run = await client.wait(run.run_id)
+        assert run.state is RunState.SUCCEEDED
+        (result,) = await client.results(run.run_id)
+    assert result.metrics["pass_at_1"] == 1.0
+
+
+async def test_two_code_runs_compare_on_their_stored_verdicts(tmp_path: Path) -> None:
+    records = humaneval_records()[:6]
+    right = {r["prompt"]: fenced(r["prompt"] + r["canonical_solution"]) for r in records}
+
+    def answer(request: FakeChatRequest) -> str:
+        prompt = request.last_content
+        text = next(text for key, text in right.items() if key in prompt)
+        if request.model == "worse" and records[0]["prompt"] not in prompt:
+            return "```bash\necho no\n```"  # the worse model solves only the first problem
+        return text
+
+    async with code_server(tmp_path, {}, answer=answer, models=("better", "worse")) as (
+        client,
+        _address,
+        _fake,
+    ):
+        await client.upload_dataset(name="he", version="1.0.0", task_type="code", records=records)
+        finished = []
+        for model in ("worse", "better"):
+            run = await client.create_run(models=[model], datasets=[("he", "1.0.0")])
+            with anyio.fail_after(120):
+                finished.append(await client.wait(run.run_id))
+        comparison = await client.compare_runs(
+            baseline_run_id=finished[0].run_id,
+            candidate_run_id=finished[1].run_id,
+            model_pairs=[("worse", "better")],
+        )
+    (task,) = comparison.tasks
+    metric = next(m for m in task.metrics if m.metric == "pass_at_1")
+    assert (metric.baseline_value, metric.candidate_value) == (pytest.approx(1 / 6), 1.0)
+    assert metric.records_improved == 5
+    assert metric.records_worsened == 0

@@ -2,7 +2,7 @@
 module) through the real server, scored as code: one model answers every canonical
 solution (pass@1 = 1.0), another a function that returns None (pass@1 = 0).
 
-About 50 s on the shared 2-core machine (2 sandbox slots, 328 programs), so it is
+30-50 s on the shared 2-core machine (2 sandbox slots, 328 programs), so it is
 marked ``slow``: part of ``make test`` and CI, left out of ``-m "not slow"`` runs."""
 
 from pathlib import Path

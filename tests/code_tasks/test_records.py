@@ -83,3 +83,12 @@ def test_a_bad_mbpp_record_names_the_field(change: dict[str, Any], message: str)
     record = {k: v for k, v in record.items() if v is not None}
     with pytest.raises(ValidationError, match=message):
         CodeRecord.model_validate(record)
+
+
+def test_the_upload_bounds_fit_within_the_sandboxs_own() -> None:
+    # datasets cannot import the sandbox (one layer): its bounds are its own, and fit.
+    from evald_server.datasets import MAX_CODE_TESTS, MAX_TEST_CHARS
+    from evald_server.sandbox import MAX_TEST_BYTES, MAX_TESTS
+
+    assert MAX_CODE_TESTS <= MAX_TESTS
+    assert MAX_TEST_CHARS * 4 <= MAX_TEST_BYTES  # 4 bytes a character at most in UTF-8

@@ -7,7 +7,6 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evald_server.code_tasks import CodeRecord
 from evald_server.datasets import parse_jsonl, render_prompt, validate_template
 from evald_server.domain import DatasetInvalid, TaskType
 
@@ -43,19 +42,12 @@ records = st.dictionaries(field_names, json_values, max_size=6)
 
 
 @settings(max_examples=300, deadline=None)
-def _model(task_type: TaskType) -> type[CodeRecord] | None:
-    """Code records' schema lives above the datasets layer; the server passes it in."""
-    return CodeRecord if task_type is TaskType.CODE else None
-
-
 @given(task_type=st.sampled_from(list(TaskType)), data=st.binary(max_size=300))
 def test_arbitrary_bytes_either_parse_or_fail_as_dataset_invalid(
     task_type: TaskType, data: bytes
 ) -> None:
     try:
-        parsed = parse_jsonl(
-            task_type, [data], max_records=50, max_record_bytes=200, record_model=_model(task_type)
-        )
+        parsed = parse_jsonl(task_type, [data], max_records=50, max_record_bytes=200)
     except DatasetInvalid as error:
         assert error.message
         return
@@ -69,13 +61,7 @@ def test_json_objects_parse_or_fail_cleanly_and_valid_ones_render(
 ) -> None:
     data = "\n".join(json.dumps(item) for item in items).encode()
     try:
-        parsed = parse_jsonl(
-            task_type,
-            [data],
-            max_records=50,
-            max_record_bytes=10_000,
-            record_model=_model(task_type),
-        )
+        parsed = parse_jsonl(task_type, [data], max_records=50, max_record_bytes=10_000)
     except DatasetInvalid as error:
         assert error.message.startswith("line ") or error.metadata == {}
         return

@@ -7,6 +7,7 @@ upload body: OK, INVALID_ARGUMENT or RESOURCE_EXHAUSTED, never INTERNAL.)
 
 import itertools
 import json
+import keyword
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,26 @@ def _valid_records(task_type: TaskType) -> st.SearchStrategy[dict[str, Any]]:
                 lambda choices: not colliding_choices(choices) and not letter_choices(choices)
             ),
             st.integers(0, 4),
+        )
+    elif task_type is TaskType.CODE:
+        identifier = st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True).filter(
+            lambda name: not keyword.iskeyword(name)
+        )
+        base = st.one_of(
+            st.builds(  # HumanEval's shape
+                lambda p, name: {
+                    "prompt": f'def {name}():\n    """{p}"""\n',
+                    "test": "def check(candidate):\n    assert candidate() is None\n",
+                    "entry_point": name,
+                },
+                nonempty,
+                identifier,
+            ),
+            st.builds(  # MBPP's shape
+                lambda t, name: {"text": t, "test_list": [f"assert {name}() == 1"]},
+                nonempty,
+                identifier,
+            ),
         )
     else:
         base = st.builds(lambda i, r: {"input": i, "reference": r}, nonempty, nonempty)
@@ -211,6 +232,7 @@ _TASK_TYPES = {
     TaskType.SUMMARIZATION: enums_pb2.TASK_TYPE_SUMMARIZATION,
     TaskType.GENERATION: enums_pb2.TASK_TYPE_GENERATION,
     TaskType.MULTIPLE_CHOICE: enums_pb2.TASK_TYPE_MULTIPLE_CHOICE,
+    TaskType.CODE: enums_pb2.TASK_TYPE_CODE,
 }
 _ANSWERS = {"OK", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"}
 _names = itertools.count()

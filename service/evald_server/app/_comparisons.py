@@ -93,7 +93,15 @@ class ComparisonService:
                 run_id, task_id, (SubtaskState.SUCCEEDED,), after, _PAGE
             )
             samples.extend(
-                ScoringSample(r.subtask_id, r.record_id, r.repeat_index, r.fields, r.output)
+                # A code sample's stored run is its verdict: the scorer reads it.
+                ScoringSample(
+                    r.subtask_id,
+                    r.record_id,
+                    r.repeat_index,
+                    r.fields,
+                    r.output,
+                    execution=r.execution,
+                )
                 for r in rows
             )
             if len(rows) < _PAGE:

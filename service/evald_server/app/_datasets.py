@@ -18,7 +18,6 @@ import anyio
 
 from evald_server.app._pages import keyset, page_query
 from evald_server.app._types import Dataset, DatasetHeader, Page
-from evald_server.code_tasks import CodeRecord
 from evald_server.config import LimitsSection
 from evald_server.datasets import ParsedDataset, parse_jsonl, validate_template
 from evald_server.domain import (
@@ -93,7 +92,6 @@ class DatasetService:
             received,
             max_records=self._limits.max_records_per_dataset,
             max_record_bytes=self._limits.max_record_bytes,
-            record_model=CodeRecord if header.task_type is TaskType.CODE else None,
         )
         parsed: ParsedDataset = await anyio.to_thread.run_sync(parse)
         del received

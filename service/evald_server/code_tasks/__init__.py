@@ -16,14 +16,13 @@ from evald_server.code_tasks._extraction import (
     ExtractionRule,
     extract_code,
 )
-from evald_server.code_tasks._records import (
+from evald_server.code_tasks._records import CodeProblem, code_problem
+from evald_server.datasets import (  # the upload's schema lives with the other records'
     MAX_ENTRY_POINT_CHARS,
     MAX_SOURCE_CHARS,
     MAX_TEXT_CHARS,
-    CodeProblem,
     CodeRecord,
     ProblemStyle,
-    code_problem,
 )
 
 __all__ = [

@@ -10,7 +10,8 @@ each assert has its own outcome.
 """
 
 from evald_server.code_tasks._extraction import ExtractedCode
-from evald_server.code_tasks._records import CodeProblem, ProblemStyle
+from evald_server.code_tasks._records import CodeProblem
+from evald_server.datasets import ProblemStyle
 from evald_server.sandbox import TestJob
 
 

@@ -36,7 +36,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from evald_server.code_tasks._records import CodeProblem, ProblemStyle
+from evald_server.code_tasks._records import CodeProblem
+from evald_server.datasets import ProblemStyle
 
 MAX_ANSWER_CHARS = 256 * 1024
 MAX_TRIM_LINES = 50  # trailing lines dropped, at most, to make a definition parse

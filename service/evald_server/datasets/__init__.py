@@ -26,6 +26,7 @@ from evald_server.datasets._choices import (
     gold_choice_index,
     letter_choices,
 )
+from evald_server.datasets._code_shapes import ProblemStyle, mbpp_entry_point
 from evald_server.datasets._numbers import last_number, reference_number
 from evald_server.datasets._prompts import (
     PLACEHOLDERS,
@@ -42,9 +43,28 @@ from evald_server.datasets._references import (
 from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
 
 if TYPE_CHECKING:
+    from evald_server.datasets._code_records import (
+        MAX_CODE_TESTS,
+        MAX_ENTRY_POINT_CHARS,
+        MAX_SOURCE_CHARS,
+        MAX_TEST_CHARS,
+        MAX_TEXT_CHARS,
+        CodeRecord,
+    )
     from evald_server.datasets._parser import DatasetRecord, ParsedDataset, parse_jsonl
 
 _PARSER_NAMES = frozenset({"DatasetRecord", "ParsedDataset", "parse_jsonl"})
+# The code record's schema is pydantic too: loaded on first use, like the parser.
+_CODE_RECORD_NAMES = frozenset(
+    {
+        "CodeRecord",
+        "MAX_CODE_TESTS",
+        "MAX_ENTRY_POINT_CHARS",
+        "MAX_SOURCE_CHARS",
+        "MAX_TEST_CHARS",
+        "MAX_TEXT_CHARS",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -52,18 +72,29 @@ def __getattr__(name: str) -> Any:
         from evald_server.datasets import _parser
 
         return getattr(_parser, name)
+    if name in _CODE_RECORD_NAMES:
+        from evald_server.datasets import _code_records
+
+        return getattr(_code_records, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "MAX_CHOICES",
+    "MAX_CODE_TESTS",
+    "MAX_ENTRY_POINT_CHARS",
     "MAX_SHOTS",
+    "MAX_SOURCE_CHARS",
+    "MAX_TEST_CHARS",
+    "MAX_TEXT_CHARS",
     "PLACEHOLDERS",
     "ChatPrompt",
+    "CodeRecord",
     "CompiledRegex",
     "DatasetRecord",
     "InvalidRegex",
     "ParsedDataset",
+    "ProblemStyle",
     "PromptOptions",
     "Shot",
     "bio_entities",
@@ -76,6 +107,7 @@ __all__ = [
     "gold_entities",
     "last_number",
     "letter_choices",
+    "mbpp_entry_point",
     "parse_jsonl",
     "plain_prompt",
     "pool_of",

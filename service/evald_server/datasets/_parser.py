@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from evald_server.datasets import _strict_json
 from evald_server.datasets._choices import (
@@ -60,17 +60,12 @@ def parse_jsonl(
     *,
     max_records: int,
     max_record_bytes: int,
-    record_model: type[BaseModel] | None = None,
 ) -> ParsedDataset:
     """Validate a JSONL stream of ``task_type`` records.
 
-    ``record_model`` is the schema of a task type whose records a higher layer defines
-    (code records: ``code_tasks.CodeRecord``); by default ``RECORD_MODELS[task_type]``.
     Raises ``DatasetInvalid`` on the first bad one.
     """
-    model = record_model or RECORD_MODELS.get(task_type)
-    if model is None:
-        raise ValueError(f"no record schema given for task type {task_type.value}")
+    model = RECORD_MODELS[task_type]
     digest = hashlib.sha256()
     records: list[DatasetRecord] = []
     first_line_of_id: dict[str, int] = {}

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from evald_server.datasets._choices import MAX_CHOICES, choice_letter, gold_choice_index
+from evald_server.datasets._code_records import CodeRecord
 from evald_server.datasets._numbers import reference_number
 from evald_server.datasets._regex import InvalidRegex, compile_regex
 from evald_server.domain import TaskType
@@ -156,11 +157,12 @@ class MultipleChoiceRecord(_Record):
         return self
 
 
-RECORD_MODELS: dict[TaskType, type[_Record]] = {
+RECORD_MODELS: dict[TaskType, type[BaseModel]] = {
     TaskType.CLASSIFICATION: ClassificationRecord,
     TaskType.QA: QaRecord,
     TaskType.NER: NerRecord,
     TaskType.SUMMARIZATION: SummarizationRecord,
     TaskType.GENERATION: GenerationRecord,
     TaskType.MULTIPLE_CHOICE: MultipleChoiceRecord,
+    TaskType.CODE: CodeRecord,  # HumanEval- or MBPP-shaped (_code_records)
 }

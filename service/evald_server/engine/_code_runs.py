@@ -1,14 +1,19 @@
-"""A code task's execution step: every answer's program run in the sandbox, its verdict
+"""A code task's execution: every answer's program run in the sandbox, its verdict
 stored beside the answer, before the task is scored.
 
-Where the wait goes: programs run once a code task's inference is over, in the task's
-scoring step (``TaskScorer``), never in the dispatcher's workers. A worker gives back
-its model's, the server's and the run's slots when its call returns, as for any task,
-and never waits for a sandbox slot: inference never waits on the sandbox, and a slot
-of the sandbox (``sandbox.slots``, the fourth named limit, with its in-use and waiting
-statistics) is only ever held by a program that runs. Other tasks' inference and
-scoring go on meanwhile. The cost: a task's programs do not start before its last
-answer is in.
+Where the wait goes: never in the dispatcher's workers. A worker gives back its
+model's, the server's and the run's slots when its call returns, as for any task, and
+never waits for a sandbox slot, so the sandbox cannot starve inference; a slot of the
+sandbox (``sandbox.slots``, the fourth named limit, with its in-use and waiting
+statistics) is only ever held by a program that runs. Programs run in two places, one
+task at a time each (a lock per task, so no answer is run twice):
+
+* **while the task's inference goes on**: the engine calls ``answered(task_id)`` when
+  a code task's answers commit; one runner per task (in this object's task group)
+  sweeps the task's answers without a stored run, again as long as new ones commit;
+* **in the task's scoring step** (``TaskScorer``), once its inference is over: a last
+  sweep runs whatever is left (after a restart: everything not stored), then the task
+  is scored.
 
 Each page of answers without a stored run is extracted off the event loop (a worker
 thread: the extraction rules parse Python), run at most ``slots`` at a time (the
@@ -25,10 +30,12 @@ the duration and the start of stdout and stderr (``STORED_OUTPUT_CHARS`` each).
 import dataclasses
 import functools
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from evald_server.code_tasks import (
     CodeProblem,
@@ -57,6 +64,7 @@ from evald_server.scoring import (
 )
 from evald_server.store import ExecutionRow, Store, TaskOutput
 
+_log = logging.getLogger(__name__)
 STORED_OUTPUT_CHARS = 2000  # of a program's stdout and of its stderr kept per sample
 _PAGE = 64  # answers read, run and written together
 
@@ -156,10 +164,55 @@ class CodeRuns:
         self._store = store
         self.sandbox = sandbox
         self.executed = 0  # programs run (or found to be none) by this process
+        self._locks: dict[str, anyio.Lock] = {}  # one sweep of a task at a time
+        self._wanted: set[str] = set()  # tasks with answers committed since their sweep
+        self._runners: set[str] = set()  # tasks with a runner
+        self._group: anyio.abc.TaskGroup | None = None
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The runners' task group, until cancelled (a program in flight is killed)."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            task_status.started()
+            await anyio.sleep_forever()
+
+    def answered(self, task_id: str) -> None:
+        """Answers of code task ``task_id`` committed: run them while inference goes on."""
+        if self.sandbox is None or self._group is None:
+            return  # the scoring step says why, for the task
+        self._wanted.add(task_id)
+        if task_id not in self._runners:
+            self._runners.add(task_id)
+            self._group.start_soon(self._run_while_answered, task_id)
+
+    def scored(self, task_id: str) -> None:
+        """The task is scored: forget it."""
+        self._wanted.discard(task_id)
+        lock = self._locks.get(task_id)
+        if lock is not None and not lock.locked() and task_id not in self._runners:
+            del self._locks[task_id]
+
+    async def _run_while_answered(self, task_id: str) -> None:
+        try:
+            while task_id in self._wanted:
+                self._wanted.discard(task_id)
+                await self.execute_task(task_id)
+        except ExecutionFailed as failure:  # the scoring step reports it for the task
+            _log.warning("code task %s: %s", task_id, failure.error.message)
+        except Exception:  # a bug or a lost store: the scoring step sweeps again
+            _log.exception("running code task %s's programs failed", task_id)
+        finally:
+            self._runners.discard(task_id)
 
     async def execute_task(self, task_id: str) -> None:
         """Run every succeeded answer of ``task_id`` that has no stored run; raises
         ``ExecutionFailed`` when the sandbox is off or fails (runs stored so far stay)."""
+        async with self._locks.setdefault(task_id, anyio.Lock()):
+            await self._sweep(task_id)
+
+    async def _sweep(self, task_id: str) -> None:
         after = 0
         while page := await self._store.task_outputs(task_id, after, _PAGE, unexecuted=True):
             after = page[-1].row_id

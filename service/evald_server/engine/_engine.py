@@ -25,9 +25,12 @@ from evald_server.config import ServerConfig
 from evald_server.domain import (
     ErrorReason,
     EvalError,
+    OutcomeKind,
     RunState,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
+    TaskType,
 )
 from evald_server.engine._code_runs import CodeRuns, sandbox_of
 from evald_server.engine._committer import Committer
@@ -174,6 +177,7 @@ class Engine:
             await self._resume()
             tg.start_soon(_until_done, self.committer.run, self._committer_done)
             tg.start_soon(_until_done, self.dispatcher.run, self._dispatcher_done)
+            await tg.start(self.code_runs.run)
             await tg.start(self.task_scorer.run)
             if self.pages is not None:
                 await tg.start(self.pages.run)
@@ -480,8 +484,20 @@ class Engine:
                 self.dispatcher.more_work(run_id, model_id)
             else:  # the judge model was removed from the config (after a restart)
                 await self._fail_missing_model(run_id, model_id)
+        for task_id in self._code_answers(batch):
+            self.code_runs.answered(task_id)
         self.task_scorer.schedule(report.finished_tasks)
         await self.cache.keep(batch, self._contexts)
+
+    def _code_answers(self, batch: Sequence[SubtaskOutcome]) -> set[str]:
+        """The code tasks with answers in ``batch``: their programs can run now."""
+        tasks = set()
+        for outcome in batch:
+            if outcome.kind is OutcomeKind.SUCCEEDED and outcome.phase is SubtaskPhase.ANSWER:
+                context = self._contexts.get(outcome.task_id)
+                if context is not None and context.task_type is TaskType.CODE:
+                    tasks.add(outcome.task_id)
+        return tasks
 
     def _on_run_finished(self, run_id: str, state: RunState) -> None:
         _log.info("run %s finished: %s", run_id, state.value)

@@ -265,7 +265,7 @@ class TaskScorer:
         self, task_id: str, spec: RunSpec, counters: Counters
     ) -> tuple[ScoreReport | None, list[EvalError]]:
         """A code task's report: its programs run first (those without a stored run:
-        ``_code_runs``), then scored, then its pass@k added."""
+        ``_code_runs``), then scored; its pass@k comes with the run's reducers."""
         if counters.succeeded > 0:
             if self._code is None:
                 raise RuntimeError("a code task is scored by an engine without code runs")
@@ -273,6 +273,8 @@ class TaskScorer:
                 await self._code.execute_task(task_id)
             except ExecutionFailed as failure:
                 return None, [failure.error]
+            finally:
+                self._code.scored(task_id)
         return await self._report(task_id, TaskType.CODE, spec, counters)
 
     async def _judge(self, task_id: str, spec: JudgeSpec, seed: int, answered: int) -> JudgeReport:
