@@ -106,9 +106,11 @@ from evald_client._results import (
     QaPayload,
     RepeatStats,
     RougeScore,
+    StructuredOutputPayload,
     SubjectAccuracy,
     SummarizationPayload,
     TaskResult,
+    ToolCallPayload,
     WorstExample,
 )
 from evald_client._sync import EvaldClient
@@ -188,6 +190,7 @@ __all__ = [
     "SampleJudgement",
     "ShotFormat",
     "StateChanged",
+    "StructuredOutputPayload",
     "SubjectAccuracy",
     "SubtaskCounts",
     "SubtaskState",
@@ -200,6 +203,7 @@ __all__ = [
     "TaskState",
     "TaskType",
     "TlsConfig",
+    "ToolCallPayload",
     "Unauthenticated",
     "Unavailable",
     "UnmatchedTask",

@@ -41,9 +41,11 @@ from evald_client._results import (
     QaPayload,
     RepeatStats,
     RougeScore,
+    StructuredOutputPayload,
     SubjectAccuracy,
     SummarizationPayload,
     TaskResult,
+    ToolCallPayload,
     WorstExample,
 )
 
@@ -196,6 +198,26 @@ def _payload(message: result_pb2.TaskEvaluationResult) -> Payload | None:
             logprob_scored=choice.logprob_scored,
             logprob_fallbacks=choice.logprob_fallbacks,
             worst_examples=_worst(choice.worst_examples),
+        )
+    if kind == "tool_call":
+        tool = message.tool_call
+        return ToolCallPayload(
+            **{
+                name: getattr(tool, name)
+                for name in ToolCallPayload.__dataclass_fields__
+                if name != "worst_examples"
+            },
+            worst_examples=_worst(tool.worst_examples),
+        )
+    if kind == "structured_output":
+        structured = message.structured_output
+        return StructuredOutputPayload(
+            **{
+                name: getattr(structured, name)
+                for name in StructuredOutputPayload.__dataclass_fields__
+                if name != "worst_examples"
+            },
+            worst_examples=_worst(structured.worst_examples),
         )
     return None
 

@@ -19,6 +19,8 @@ class TaskType(StrEnum):
     SUMMARIZATION = "summarization"
     GENERATION = "generation"
     MULTIPLE_CHOICE = "multiple_choice"
+    TOOL_CALL = "tool_call"
+    STRUCTURED_OUTPUT = "structured_output"
 
 
 class ShotFormat(StrEnum):

@@ -9,6 +9,7 @@ from evald.v1 import result_pb2
 from evald_server.api._convert_scores import apply_score_report
 from evald_server.domain import TaskType
 from evald_server.scoring import ScoringSample, score_task
+from tests.scoring.test_intervals import STRUCTURED_RECORD, TOOL_ANSWERS, TOOL_RECORD
 
 RECORDS = {
     TaskType.CLASSIFICATION: ({"input": "x", "label": "a", "choices": ["a", "b"]}, "b"),
@@ -25,6 +26,8 @@ RECORDS = {
         },
         "B",
     ),
+    TaskType.TOOL_CALL: (TOOL_RECORD, TOOL_ANSWERS[1]),
+    TaskType.STRUCTURED_OUTPUT: (STRUCTURED_RECORD, '{"a": "1"}'),
 }
 ONEOF = {
     TaskType.CLASSIFICATION: "classification",
@@ -33,6 +36,8 @@ ONEOF = {
     TaskType.SUMMARIZATION: "summarization",
     TaskType.GENERATION: "generation",
     TaskType.MULTIPLE_CHOICE: "multiple_choice",
+    TaskType.TOOL_CALL: "tool_call",
+    TaskType.STRUCTURED_OUTPUT: "structured_output",
 }
 
 

@@ -84,6 +84,8 @@ EXPECTED_PUBLIC = {
     "UnmatchedTask", "WorstExample",
     # Model-graded scoring (issue 16).
     "JudgeOptions", "JudgeProvenance", "JudgeScoreFormat", "SampleJudgement",
+    # Tool calls and structured outputs (issue 27).
+    "StructuredOutputPayload", "ToolCallPayload",
 }  # fmt: skip
 
 

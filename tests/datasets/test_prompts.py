@@ -25,6 +25,16 @@ RECORDS = {
     TaskType.SUMMARIZATION: {"document": "One. Two. Three.", "summary": "Numbers counted."},
     TaskType.GENERATION: {"input": "What is 6*7?", "reference": "#### 42", "match": "numeric"},
     TaskType.MULTIPLE_CHOICE: {"question": "6*7?", "choices": ["41", "42"], "answer_index": 1},
+    TaskType.TOOL_CALL: {
+        "input": "Weather in Oslo?",
+        "tools": [{"type": "function", "function": {"name": "weather"}}],
+        "expected_calls": [{"name": "weather", "arguments": {"city": "Oslo-gold"}}],
+    },
+    TaskType.STRUCTURED_OUTPUT: {
+        "input": "Name the capital of Norway.",
+        "json_schema": {"type": "object", "properties": {"capital": {"type": "string"}}},
+        "reference": {"capital": "Oslo-gold"},
+    },
 }
 GOLD = {
     TaskType.CLASSIFICATION: None,  # the label is one of the choices shown on purpose
@@ -33,6 +43,8 @@ GOLD = {
     TaskType.SUMMARIZATION: "Numbers counted.",
     TaskType.GENERATION: "####",
     TaskType.MULTIPLE_CHOICE: None,  # every choice is shown on purpose; no gold field is
+    TaskType.TOOL_CALL: "Oslo-gold",  # the tools go in the request, the calls nowhere
+    TaskType.STRUCTURED_OUTPUT: "Oslo-gold",  # the schema is shown, the reference never
 }
 
 

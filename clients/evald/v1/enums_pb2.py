@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vald/v1/enums.proto\x12\x08\x65vald.v1*\xbe\x01\n\x08TaskType\x12\x19\n\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18TASK_TYPE_CLASSIFICATION\x10\x01\x12\x10\n\x0cTASK_TYPE_QA\x10\x02\x12\x11\n\rTASK_TYPE_NER\x10\x03\x12\x1b\n\x17TASK_TYPE_SUMMARIZATION\x10\x04\x12\x18\n\x14TASK_TYPE_GENERATION\x10\x05\x12\x1d\n\x19TASK_TYPE_MULTIPLE_CHOICE\x10\x06*e\n\nShotFormat\x12\x1b\n\x17SHOT_FORMAT_UNSPECIFIED\x10\x00\x12\x1e\n\x1aSHOT_FORMAT_SINGLE_MESSAGE\x10\x01\x12\x1a\n\x16SHOT_FORMAT_CHAT_TURNS\x10\x02*v\n\x10JudgeScoreFormat\x12\"\n\x1eJUDGE_SCORE_FORMAT_UNSPECIFIED\x10\x00\x12 \n\x1cJUDGE_SCORE_FORMAT_PASS_FAIL\x10\x01\x12\x1c\n\x18JUDGE_SCORE_FORMAT_SCALE\x10\x02*e\n\rChoiceScoring\x12\x1e\n\x1a\x43HOICE_SCORING_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HOICE_SCORING_TEXT\x10\x01\x12\x1b\n\x17\x43HOICE_SCORING_LOGPROBS\x10\x02*\xdb\x01\n\x0cSubtaskState\x12\x1d\n\x19SUBTASK_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SUBTASK_STATE_PENDING\x10\x01\x12\x19\n\x15SUBTASK_STATE_RUNNING\x10\x02\x12\x1b\n\x17SUBTASK_STATE_SUCCEEDED\x10\x03\x12\x18\n\x14SUBTASK_STATE_FAILED\x10\x04\x12\"\n\x1eSUBTASK_STATE_FAILED_PERMANENT\x10\x05\x12\x1b\n\x17SUBTASK_STATE_CANCELLED\x10\x06*\xd2\x01\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12TASK_STATE_PENDING\x10\x01\x12\x16\n\x12TASK_STATE_RUNNING\x10\x02\x12\x16\n\x12TASK_STATE_SCORING\x10\x03\x12\x18\n\x14TASK_STATE_SUCCEEDED\x10\x04\x12\x16\n\x12TASK_STATE_PARTIAL\x10\x05\x12\x15\n\x11TASK_STATE_FAILED\x10\x06\x12\x18\n\x14TASK_STATE_CANCELLED\x10\x07*\xb2\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATE_PENDING\x10\x01\x12\x15\n\x11RUN_STATE_RUNNING\x10\x02\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x03\x12\x15\n\x11RUN_STATE_PARTIAL\x10\x04\x12\x14\n\x10RUN_STATE_FAILED\x10\x05\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x06*\xa2\x01\n\x0cResultStatus\x12\x1d\n\x19RESULT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15RESULT_STATUS_SUCCESS\x10\x01\x12!\n\x1dRESULT_STATUS_PARTIAL_SUCCESS\x10\x02\x12\x18\n\x14RESULT_STATUS_FAILED\x10\x03\x12\x1b\n\x17RESULT_STATUS_CANCELLED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vald/v1/enums.proto\x12\x08\x65vald.v1*\xf8\x01\n\x08TaskType\x12\x19\n\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18TASK_TYPE_CLASSIFICATION\x10\x01\x12\x10\n\x0cTASK_TYPE_QA\x10\x02\x12\x11\n\rTASK_TYPE_NER\x10\x03\x12\x1b\n\x17TASK_TYPE_SUMMARIZATION\x10\x04\x12\x18\n\x14TASK_TYPE_GENERATION\x10\x05\x12\x1d\n\x19TASK_TYPE_MULTIPLE_CHOICE\x10\x06\x12\x17\n\x13TASK_TYPE_TOOL_CALL\x10\x08\x12\x1f\n\x1bTASK_TYPE_STRUCTURED_OUTPUT\x10\t*e\n\nShotFormat\x12\x1b\n\x17SHOT_FORMAT_UNSPECIFIED\x10\x00\x12\x1e\n\x1aSHOT_FORMAT_SINGLE_MESSAGE\x10\x01\x12\x1a\n\x16SHOT_FORMAT_CHAT_TURNS\x10\x02*v\n\x10JudgeScoreFormat\x12\"\n\x1eJUDGE_SCORE_FORMAT_UNSPECIFIED\x10\x00\x12 \n\x1cJUDGE_SCORE_FORMAT_PASS_FAIL\x10\x01\x12\x1c\n\x18JUDGE_SCORE_FORMAT_SCALE\x10\x02*e\n\rChoiceScoring\x12\x1e\n\x1a\x43HOICE_SCORING_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HOICE_SCORING_TEXT\x10\x01\x12\x1b\n\x17\x43HOICE_SCORING_LOGPROBS\x10\x02*\xdb\x01\n\x0cSubtaskState\x12\x1d\n\x19SUBTASK_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SUBTASK_STATE_PENDING\x10\x01\x12\x19\n\x15SUBTASK_STATE_RUNNING\x10\x02\x12\x1b\n\x17SUBTASK_STATE_SUCCEEDED\x10\x03\x12\x18\n\x14SUBTASK_STATE_FAILED\x10\x04\x12\"\n\x1eSUBTASK_STATE_FAILED_PERMANENT\x10\x05\x12\x1b\n\x17SUBTASK_STATE_CANCELLED\x10\x06*\xd2\x01\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12TASK_STATE_PENDING\x10\x01\x12\x16\n\x12TASK_STATE_RUNNING\x10\x02\x12\x16\n\x12TASK_STATE_SCORING\x10\x03\x12\x18\n\x14TASK_STATE_SUCCEEDED\x10\x04\x12\x16\n\x12TASK_STATE_PARTIAL\x10\x05\x12\x15\n\x11TASK_STATE_FAILED\x10\x06\x12\x18\n\x14TASK_STATE_CANCELLED\x10\x07*\xb2\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATE_PENDING\x10\x01\x12\x15\n\x11RUN_STATE_RUNNING\x10\x02\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x03\x12\x15\n\x11RUN_STATE_PARTIAL\x10\x04\x12\x14\n\x10RUN_STATE_FAILED\x10\x05\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x06*\xa2\x01\n\x0cResultStatus\x12\x1d\n\x19RESULT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15RESULT_STATUS_SUCCESS\x10\x01\x12!\n\x1dRESULT_STATUS_PARTIAL_SUCCESS\x10\x02\x12\x18\n\x14RESULT_STATUS_FAILED\x10\x03\x12\x1b\n\x17RESULT_STATUS_CANCELLED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,19 +32,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evald.v1.enums_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASKTYPE']._serialized_start=35
-  _globals['_TASKTYPE']._serialized_end=225
-  _globals['_SHOTFORMAT']._serialized_start=227
-  _globals['_SHOTFORMAT']._serialized_end=328
-  _globals['_JUDGESCOREFORMAT']._serialized_start=330
-  _globals['_JUDGESCOREFORMAT']._serialized_end=448
-  _globals['_CHOICESCORING']._serialized_start=450
-  _globals['_CHOICESCORING']._serialized_end=551
-  _globals['_SUBTASKSTATE']._serialized_start=554
-  _globals['_SUBTASKSTATE']._serialized_end=773
-  _globals['_TASKSTATE']._serialized_start=776
-  _globals['_TASKSTATE']._serialized_end=986
-  _globals['_RUNSTATE']._serialized_start=989
-  _globals['_RUNSTATE']._serialized_end=1167
-  _globals['_RESULTSTATUS']._serialized_start=1170
-  _globals['_RESULTSTATUS']._serialized_end=1332
+  _globals['_TASKTYPE']._serialized_end=283
+  _globals['_SHOTFORMAT']._serialized_start=285
+  _globals['_SHOTFORMAT']._serialized_end=386
+  _globals['_JUDGESCOREFORMAT']._serialized_start=388
+  _globals['_JUDGESCOREFORMAT']._serialized_end=506
+  _globals['_CHOICESCORING']._serialized_start=508
+  _globals['_CHOICESCORING']._serialized_end=609
+  _globals['_SUBTASKSTATE']._serialized_start=612
+  _globals['_SUBTASKSTATE']._serialized_end=831
+  _globals['_TASKSTATE']._serialized_start=834
+  _globals['_TASKSTATE']._serialized_end=1044
+  _globals['_RUNSTATE']._serialized_start=1047
+  _globals['_RUNSTATE']._serialized_end=1225
+  _globals['_RESULTSTATUS']._serialized_start=1228
+  _globals['_RESULTSTATUS']._serialized_end=1390
 # @@protoc_insertion_point(module_scope)

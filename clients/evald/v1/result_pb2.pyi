@@ -29,7 +29,7 @@ INTERVAL_METHOD_WILSON: IntervalMethod
 INTERVAL_METHOD_NORMAL: IntervalMethod
 
 class TaskEvaluationResult(_message.Message):
-    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "judge_execution_profile", "classification", "qa", "ner", "summarization", "generation", "multiple_choice")
+    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "judge_execution_profile", "classification", "qa", "ner", "summarization", "generation", "multiple_choice", "tool_call", "structured_output")
     class MetricsSummaryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,8 @@ class TaskEvaluationResult(_message.Message):
     SUMMARIZATION_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     MULTIPLE_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     run_id: str
     task_type: _enums_pb2.TaskType
@@ -84,7 +86,9 @@ class TaskEvaluationResult(_message.Message):
     summarization: _payloads_pb2.SummarizationPayload
     generation: _payloads_pb2.GenerationPayload
     multiple_choice: _payloads_pb2.MultipleChoicePayload
-    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., judge_execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ...) -> None: ...
+    tool_call: _payloads_pb2.ToolCallPayload
+    structured_output: _payloads_pb2.StructuredOutputPayload
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., judge_execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ..., tool_call: _Optional[_Union[_payloads_pb2.ToolCallPayload, _Mapping]] = ..., structured_output: _Optional[_Union[_payloads_pb2.StructuredOutputPayload, _Mapping]] = ...) -> None: ...
 
 class BenchmarkRef(_message.Message):
     __slots__ = ("name", "benchmark_version", "content_sha256", "record_count", "dataset_id")

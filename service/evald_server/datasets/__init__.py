@@ -40,11 +40,15 @@ from evald_server.datasets._references import (
     simulator_reference,
 )
 from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
+from evald_server.datasets._requests import NO_EXTRAS, RequestExtras, request_extras
 
 if TYPE_CHECKING:
+    from evald_server.datasets._json_schemas import schema_problem, schema_validator
     from evald_server.datasets._parser import DatasetRecord, ParsedDataset, parse_jsonl
 
 _PARSER_NAMES = frozenset({"DatasetRecord", "ParsedDataset", "parse_jsonl"})
+# jsonschema (and its referencing, attrs, rpds) only where a schema is checked or used.
+_SCHEMA_NAMES = frozenset({"schema_problem", "schema_validator"})
 
 
 def __getattr__(name: str) -> Any:
@@ -52,12 +56,17 @@ def __getattr__(name: str) -> Any:
         from evald_server.datasets import _parser
 
         return getattr(_parser, name)
+    if name in _SCHEMA_NAMES:
+        from evald_server.datasets import _json_schemas
+
+        return getattr(_json_schemas, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "MAX_CHOICES",
     "MAX_SHOTS",
+    "NO_EXTRAS",
     "PLACEHOLDERS",
     "ChatPrompt",
     "CompiledRegex",
@@ -65,6 +74,7 @@ __all__ = [
     "InvalidRegex",
     "ParsedDataset",
     "PromptOptions",
+    "RequestExtras",
     "Shot",
     "bio_entities",
     "choice_key",
@@ -82,6 +92,9 @@ __all__ = [
     "prompt_text",
     "reference_number",
     "render_prompt",
+    "request_extras",
+    "schema_problem",
+    "schema_validator",
     "shot_positions",
     "shots_needed",
     "simulator_reference",

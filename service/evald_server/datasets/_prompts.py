@@ -28,6 +28,10 @@ PLACEHOLDERS: dict[TaskType, frozenset[str]] = {
     # ``subject`` is the record's ``metadata.subject`` (lm-evaluation-harness' MMLU
     # prompt names it), "" when absent.
     TaskType.MULTIPLE_CHOICE: frozenset({"question", "context", "choices", "subject"}),
+    # The tools go in the request's ``tools``, not the prompt.
+    TaskType.TOOL_CALL: frozenset({"input"}),
+    # ``json_schema`` is the record's schema as compact JSON.
+    TaskType.STRUCTURED_OUTPUT: frozenset({"input", "json_schema"}),
 }
 
 
@@ -54,6 +58,9 @@ def _values(task_type: TaskType, fields: Mapping[str, Any]) -> dict[str, str]:
             "choices": _choices_block(fields["choices"]),
             "subject": subject if isinstance(subject, str) else "",
         }
+    if task_type is TaskType.STRUCTURED_OUTPUT:
+        schema = json.dumps(fields["json_schema"], ensure_ascii=False, separators=(",", ":"))
+        return {"input": fields["input"], "json_schema": schema}
     return {"input": fields["input"]}
 
 
@@ -100,6 +107,15 @@ def _default_multiple_choice(values: Mapping[str, str]) -> str:
     )
 
 
+def _default_structured_output(values: Mapping[str, str]) -> str:
+    # Said even when the model is also sent the schema as its response_format: a model
+    # without that support has only this to go by, and one with it loses nothing.
+    return (
+        f"{values['input']}\n\nReply with JSON that follows this JSON Schema, "
+        f"and nothing else:\n{values['json_schema']}"
+    )
+
+
 DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
     TaskType.CLASSIFICATION: _default_classification,
     TaskType.QA: _default_qa,
@@ -107,6 +123,8 @@ DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
     TaskType.SUMMARIZATION: _default_summarization,
     TaskType.GENERATION: _default_generation,
     TaskType.MULTIPLE_CHOICE: _default_multiple_choice,
+    TaskType.TOOL_CALL: _default_generation,
+    TaskType.STRUCTURED_OUTPUT: _default_structured_output,
 }
 
 

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from evald_server.config import GenerationParams
-from evald_server.domain import ChatMessage, ErrorReason, EvalError
+from evald_server.domain import ChatMessage, ErrorReason, EvalError, ToolCall
 from evald_server.providers._rate_limit_headers import RateLimitInfo
 
 
@@ -30,6 +30,11 @@ class ProviderRequest:
     reference: Mapping[str, Any] = field(default_factory=dict)
     # Ask for the first token's top alternatives with log-probabilities (None: don't).
     top_logprobs: int | None = None
+    # The record's tools and tool_choice, its answer's JSON Schema: JSON text, sent as
+    # they are (``datasets.request_extras``); None where the record has none.
+    tools: str | None = None
+    tool_choice: str | None = None
+    json_schema: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,7 @@ class Completion:
     finish_reason: str = "unknown"
     rate_limits: RateLimitInfo | None = None  # the provider's x-ratelimit-* headers
     flags: tuple[str, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()  # the calls the answer made (``_tool_calls``)
 
 
 class RetryKind(StrEnum):

@@ -104,6 +104,7 @@ class OpenAIProvider:
         self._pool_size = pool_size
         self._timeout_s = model.timeout_s
         self._stream = model.stream
+        self._json_schema_format = model.json_schema_response_format
         self._key = _read_key(model)
         self._scrub = SecretScrubber([] if self._key is None else [self._key.reveal()])
         self._max_response_bytes = model.max_response_bytes
@@ -127,7 +128,12 @@ class OpenAIProvider:
 
     async def complete(self, request: ProviderRequest) -> Completion:
         session = self._session_or_create()
-        body = request_body(self._model_name, request, stream=self._stream)
+        body = request_body(
+            self._model_name,
+            request,
+            stream=self._stream,
+            json_schema_format=self._json_schema_format,
+        )
         headers = {"Content-Type": "application/json", "X-Evald-Subtask": request.request_key}
         started = time.perf_counter()
         try:
@@ -259,6 +265,7 @@ class OpenAIProvider:
             finish_reason=parsed.finish_reason.value,
             top_logprobs=parsed.top_logprobs,
             flags=parsed.flags,
+            tool_calls=parsed.tool_calls,
         )
 
     def _translate(self, exc: BaseException, latency_s: float) -> ProviderFailure:

@@ -16,7 +16,9 @@ from evald_server.scoring._payloads import (
     MultipleChoicePayload,
     NerPayload,
     QaPayload,
+    StructuredOutputPayload,
     SummarizationPayload,
+    ToolCallPayload,
 )
 
 Payload = (
@@ -26,6 +28,8 @@ Payload = (
     | SummarizationPayload
     | GenerationPayload
     | MultipleChoicePayload
+    | ToolCallPayload
+    | StructuredOutputPayload
 )
 
 
