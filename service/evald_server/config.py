@@ -92,9 +92,11 @@ class ModelConfig(_Section):
     max_concurrency: Annotated[int, Field(ge=1, le=10_000)] = 16
     timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
     stream: bool = False
-    # The model honours response_format {"type": "json_schema"}: structured-output tasks
-    # send the record's schema there (it is in the prompt either way).
-    json_schema_response_format: bool = False
+    # How a structured-output task asks this model for JSON following a record's schema,
+    # besides the prompt (which always shows it): "prompt" (nothing more), "json_schema"
+    # (OpenAI's response_format, vLLM), "json_object" (response_format json_object with
+    # a "schema": llama-cpp-python's server, which refuses "json_schema").
+    structured_output_format: Literal["prompt", "json_schema", "json_object"] = "prompt"
     # Bounds on what the provider may send back (docs/configuration.md, ``[[models]]``).
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
     max_answer_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1024 * 1024

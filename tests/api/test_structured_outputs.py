@@ -82,7 +82,7 @@ async def test_structured_outputs_scored_per_sample_and_overall(tmp_path: Path) 
         models = [
             fake.model_config("fake-plain").model_dump(mode="json"),
             fake.model_config(
-                "fake-schema", stream=True, json_schema_response_format=True
+                "fake-schema", stream=True, structured_output_format="json_schema"
             ).model_dump(mode="json"),
         ]
         config = make_config(tmp_path, models=models)

@@ -33,11 +33,13 @@ def test_the_request_carries_tools_choice_and_a_schema_only_when_the_model_honou
     assert plain["tools"] == json.loads(TOOLS)
     assert plain["tool_choice"] == "required"
     assert "response_format" not in plain
-    capable = json.loads(request_body("m", request, stream=False, json_schema_format=True))
+    capable = json.loads(request_body("m", request, stream=False, schema_format="json_schema"))
     assert capable["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "answer", "schema": {"type": "object"}},
     }
+    llama = json.loads(request_body("m", request, stream=False, schema_format="json_object"))
+    assert llama["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
     bare = ProviderRequest(messages=request.messages, params=request.params, request_key="k")
     assert set(json.loads(request_body("m", bare, stream=False))) == {"model", "messages"}
 

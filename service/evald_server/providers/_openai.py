@@ -104,7 +104,7 @@ class OpenAIProvider:
         self._pool_size = pool_size
         self._timeout_s = model.timeout_s
         self._stream = model.stream
-        self._json_schema_format = model.json_schema_response_format
+        self._schema_format = model.structured_output_format
         self._key = _read_key(model)
         self._scrub = SecretScrubber([] if self._key is None else [self._key.reveal()])
         self._max_response_bytes = model.max_response_bytes
@@ -132,7 +132,7 @@ class OpenAIProvider:
             self._model_name,
             request,
             stream=self._stream,
-            json_schema_format=self._json_schema_format,
+            schema_format=self._schema_format,
         )
         headers = {"Content-Type": "application/json", "X-Evald-Subtask": request.request_key}
         started = time.perf_counter()

@@ -49,14 +49,14 @@ def chat_url(base_url: str) -> str:
 
 
 def request_body(
-    model_name: str, request: ProviderRequest, *, stream: bool, json_schema_format: bool = False
+    model_name: str, request: ProviderRequest, *, stream: bool, schema_format: str = "prompt"
 ) -> bytes:
     """The JSON body; generation params are sent only when set (the engine merged them).
 
     Built from encoded strings rather than by ``json.dumps`` of a dict: the same bytes
     (``separators=(",", ":")``, ``ensure_ascii=False``, the keys in this order) at a
     fifth of the cost, which is paid once per model call. A record's tools and its
-    JSON Schema (as ``response_format`` when the model honours it: ``json_schema_format``)
+    JSON Schema (as ``response_format`` in the model's ``schema_format``, not for "prompt")
     come pre-encoded and are appended as they are."""
     messages = ",".join(
         f'{{"role":{_json_string(m.role)},"content":{_json_string(m.content)}}}'
@@ -73,20 +73,26 @@ def request_body(
         stream,
     )
     extras = tool_fields(request.tools, request.tool_choice)
-    if request.json_schema is not None and json_schema_format:
-        extras += _response_format(request.json_schema)
+    if request.json_schema is not None:
+        extras += _response_format(request.json_schema, schema_format)
     return (
         f'{{"model":{_json_string(model_name)},"messages":[{messages}]{options}{extras}}}'
     ).encode()
 
 
-def _response_format(schema: str) -> str:
-    """OpenAI's structured-output request: the schema under a fixed name, not strict
-    (strict mode refuses schemas that leave properties optional)."""
-    return (
-        ',"response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":'
-        f"{schema}}}}}"
-    )
+def _response_format(schema: str, schema_format: str) -> str:
+    """``,"response_format":…`` asking for JSON following ``schema``: OpenAI's
+    ``json_schema`` (under a fixed name, not strict: strict mode refuses schemas that
+    leave properties optional), or ``json_object`` with a ``schema`` (llama-cpp-python);
+    "" for "prompt"."""
+    if schema_format == "json_schema":
+        return (
+            ',"response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":'
+            f"{schema}}}}}"
+        )
+    if schema_format == "json_object":
+        return f',"response_format":{{"type":"json_object","schema":{schema}}}'
+    return ""
 
 
 @functools.lru_cache(maxsize=256)
