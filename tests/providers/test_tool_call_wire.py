@@ -114,3 +114,21 @@ def test_the_stored_answer_round_trips() -> None:
     calls = (ToolCall("f", {"a": "é"}), ToolCall("g", None, "{oops", "arguments are not JSON"))
     content, decoded = decode_tool_answer(encode_tool_answer("text", calls))
     assert (content, decoded) == ("text", calls)
+
+
+def test_a_stream_that_repeats_the_name_in_every_fragment_keeps_it_once() -> None:
+    # llama-cpp-python 0.3.36 sends the whole name with every arguments fragment.
+    stream = StreamAccumulator()
+    for piece in ('{"city": ', '"Oslo"}'):
+        fragment = {
+            "index": 0,
+            "id": "c",
+            "type": "function",
+            "function": {"name": "f", "arguments": piece},
+        }
+        stream.feed(
+            b"data: "
+            + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}).encode()
+        )
+    stream.feed(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}')
+    assert stream.result().tool_calls == (ToolCall("f", {"city": "Oslo"}),)

@@ -2,7 +2,8 @@
 
 Sent only for a record that offers tools: its ``tools`` array and ``tool_choice``
 as the dataset gives them. Read from ``choices[0].message.tool_calls`` (a streamed
-answer's ``delta.tool_calls`` fragments, joined per ``index``), each call's
+answer's ``delta.tool_calls`` fragments, joined per ``index``: the arguments
+concatenated, the name taken from the first fragment that has one), each call's
 ``function.name`` and ``function.arguments`` (a JSON text, or an object from servers
 that send one). What a model sends is hostile data, and a tool call is the model's
 answer: a call that breaks a bound is kept as a *malformed* call (it scores as a call
@@ -162,8 +163,10 @@ class StreamedToolCalls:
             if not isinstance(function, Mapping):
                 continue
             name, arguments = function.get("name"), function.get("arguments")
-            if isinstance(name, str) and len(self.names[index]) <= MAX_NAME_CHARS:
-                self.names[index] += name
+            # OpenAI and vLLM send a call's name once, whole, in its first fragment;
+            # llama-cpp-python repeats it in every fragment: the first one counts.
+            if isinstance(name, str) and name and not self.names[index]:
+                self.names[index] = name
             if isinstance(arguments, str) and len(self.arguments[index]) <= MAX_ARGUMENTS_BYTES:
                 self.arguments[index] += arguments
 
