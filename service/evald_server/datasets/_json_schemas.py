@@ -36,7 +36,7 @@ from typing import Any
 import jsonschema
 import referencing
 import referencing.exceptions
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
 from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
@@ -83,6 +83,8 @@ def _safe_class(draft: Any) -> Any:
 def _draft(schema: object) -> Any:
     """The validator class of the draft ``$schema`` names (2020-12 when none), or None."""
     if isinstance(schema, Mapping) and "$schema" in schema:
+        if not isinstance(schema["$schema"], str):
+            return None
         return jsonschema.validators.validator_for(schema, default=None)
     return jsonschema.Draft202012Validator
 
@@ -158,15 +160,15 @@ def _problem(schema: Mapping[str, Any], path: str) -> str | None:
     try:
         draft.check_schema(schema)
     except SchemaError as exc:
-        error = best_match([exc]) or exc
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path)
-        return f"{path}{where}: not a valid schema: {_cut(error.message)}"
+        # check_schema raised its best match already.
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        return f"{path}{where}: not a valid schema: {_cut(exc.message)}"
     validator = schema_validator(schema)
     for here, ref in refs:
         try:
             validator._resolver.lookup(ref)
-        except referencing.exceptions.Unresolvable:
-            return f"{here}: {ref!r} does not resolve within the schema"
+        except Exception:  # Unresolvable, or a reference too odd to parse
+            return f"{here}: {_cut(ref)!r} does not resolve within the schema"
     try:
         for probe in _PROBES:
             validator.is_valid(probe)
@@ -174,6 +176,8 @@ def _problem(schema: Mapping[str, Any], path: str) -> str | None:
         return f"{path}: its $ref chain loops without descending into the value"
     except referencing.exceptions.Unresolvable as exc:
         return f"{path}: a $ref does not resolve within the schema ({_cut(str(exc))})"
+    except Exception as exc:  # a schema the metaschema allows and the validator cannot use
+        return f"{path}: cannot be used to validate ({type(exc).__name__}: {_cut(str(exc))})"
     return None
 
 

@@ -122,6 +122,8 @@ def sample_verdict(
         problem = None if error is None else error.message
     except RecursionError:
         problem = "the answer nests too deep to validate"
+    except Exception as exc:  # a keyword that cannot judge this value: not valid
+        problem = f"cannot be validated ({type(exc).__name__})"
     flags: tuple[str, ...] = ()
     note = "valid"
     if problem is None:
