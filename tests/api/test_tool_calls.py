@@ -188,3 +188,42 @@ async def test_tool_calls_scored_per_sample_and_overall(tmp_path: Path) -> None:
     call = json.loads(malformed.output)["tool_calls"][0]
     assert call["arguments_text"] == '{"city": "Paris", "days": 3'
     assert call["malformed"].startswith("arguments are not JSON")
+
+
+async def test_the_simulator_answers_tool_calls_and_json(tmp_path: Path) -> None:
+    # A simulated model that is always right calls exactly what is expected, and answers
+    # the reference JSON; one that is never right makes no call or a wrong one.
+    models = [
+        {"id": f"sim-{accuracy}", "provider": "simulated", "simulator": {"accuracy": accuracy}}
+        for accuracy in (1.0, 0.0)
+    ]
+    person = {"type": "object", "properties": {"name": {"type": "string"}}}
+    structured = [
+        {
+            "id": f"p{i}",
+            "input": f"Name {i}?",
+            "json_schema": person,
+            "reference": {"name": f"N{i}"},
+        }
+        for i in range(3)
+    ]
+    config = make_config(tmp_path, models=models)
+    async with running_server(config) as address, AsyncEvaldClient(address) as client:
+        await client.upload_dataset(
+            name="tools", version="1.0.0", task_type="tool_call", records=records()
+        )
+        await client.upload_dataset(
+            name="json", version="1.0.0", task_type="structured_output", records=structured
+        )
+        run = await client.create_run(
+            models=["sim-1.0", "sim-0.0"], datasets=[("tools", "1.0.0"), ("json", "1.0.0")]
+        )
+        await client.wait(run.run_id, timeout_s=60)
+        metrics = {
+            (r.model.model_id, r.benchmark.name): r.metrics
+            for r in await client.results(run.run_id)
+        }
+    assert metrics["sim-1.0", "tools"]["exact_match"] == 1.0
+    assert metrics["sim-1.0", "json"]["field_exact_match"] == 1.0
+    assert metrics["sim-0.0", "tools"]["call_recall"] == 0.0
+    assert metrics["sim-0.0", "json"]["json_valid_rate"] == 0.0
