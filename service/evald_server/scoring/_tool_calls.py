@@ -193,19 +193,20 @@ class ToolCallScorer(BaseScorer):
 
         def build_payload(worst: tuple[WorstExample, ...]) -> ToolCallPayload:
             flag = dict(zip(FLAGS, (int(c) for c in counts), strict=True))
+            shown = metrics if n else dict.fromkeys(metrics, 0.0)  # nothing scored: zeros
             return ToolCallPayload(
-                exact_match=metrics.get("exact_match", 0.0) if n else 0.0,
-                argument_accuracy=metrics["argument_accuracy"] if n else 0.0,
-                call_precision=metrics["call_precision"] if n else 0.0,
-                call_recall=metrics["call_recall"] if n else 0.0,
-                call_f1=metrics["call_f1"] if n else 0.0,
+                exact_match=shown["exact_match"],
+                argument_accuracy=shown["argument_accuracy"],
+                call_precision=shown["call_precision"],
+                call_recall=shown["call_recall"],
+                call_f1=shown["call_f1"],
                 no_call=flag["no_call"],
                 malformed_arguments=flag["malformed_arguments"],
                 wrong_name=flag["wrong_name"],
                 extra_calls=flag["extra_calls"],
                 wrong_argument_type=flag["wrong_argument_type"],
-                calls_made=int(sums[3]) if n else 0,
-                calls_expected=int(sums[4]) if n else 0,
+                calls_made=int(sums[3]),
+                calls_expected=int(sums[4]),
                 worst_examples=worst,
             )
 
