@@ -19,7 +19,9 @@ from contract_tests._producer_results import (
     result_multiple_choice,
     result_ner,
     result_qa,
+    result_structured_output,
     result_summarization,
+    result_tool_call,
     stamp,
 )
 from evald.v1 import (
@@ -455,6 +457,8 @@ BUILDERS: dict[str, Callable[[], Message]] = {
         result_generation,
         result_multiple_choice,
         result_code,
+        result_tool_call,
+        result_structured_output,
         run,
         run_event_state_changed,
         run_event_progress,

@@ -332,3 +332,40 @@ def result_code() -> result_pb2.TaskEvaluationResult:
             worst_examples=[_worst("HumanEval/7", 0.0, "timeout: wall-clock deadline (10 s)")],
         ),
     )
+
+
+def result_tool_call() -> result_pb2.TaskEvaluationResult:
+    return _shell(
+        "TOOL_CALL",
+        payloads_pb2.ToolCallPayload(
+            exact_match=0.5,
+            argument_accuracy=0.625,
+            call_precision=0.6,
+            call_recall=0.75,
+            call_f1=2 / 3,
+            no_call=1,
+            malformed_arguments=1,
+            wrong_name=1,
+            extra_calls=1,
+            wrong_argument_type=1,
+            calls_made=5,
+            calls_expected=4,
+            worst_examples=[_worst("r-0051", 0.0, "malformed_arguments")],
+        ),
+    )
+
+
+def result_structured_output() -> result_pb2.TaskEvaluationResult:
+    return _shell(
+        "STRUCTURED_OUTPUT",
+        payloads_pb2.StructuredOutputPayload(
+            schema_valid_rate=0.5,
+            json_valid_rate=0.75,
+            field_exact_match=0.25,
+            field_f1=0.6,
+            invalid_json=1,
+            schema_violations=1,
+            with_reference=4,
+            worst_examples=[_worst("r-0061", 0.0, "not JSON: Expecting value")],
+        ),
+    )

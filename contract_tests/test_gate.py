@@ -59,10 +59,10 @@ BREAKING_EDITS: dict[str, tuple[list[Edit], str]] = {
 NEW_TASK_TYPE: list[Edit] = [
     (
         "enums.proto",
-        "  TASK_TYPE_CODE = 7;\n",
-        "  TASK_TYPE_CODE = 7;\n"
+        "  TASK_TYPE_STRUCTURED_OUTPUT = 9;\n",
+        "  TASK_TYPE_STRUCTURED_OUTPUT = 9;\n"
         "  // Tool-using agents judged by whether they reached the task's goal state.\n"
-        "  TASK_TYPE_AGENT = 8;\n",
+        "  TASK_TYPE_AGENT = 10;\n",
     ),
     (
         "payloads.proto",
@@ -81,10 +81,10 @@ NEW_TASK_TYPE: list[Edit] = [
     ),
     (
         "result.proto",
-        "    CodePayload code = 26;\n",
-        "    CodePayload code = 26;\n"
+        "    StructuredOutputPayload structured_output = 28;\n",
+        "    StructuredOutputPayload structured_output = 28;\n"
         "    // Set for TASK_TYPE_AGENT.\n"
-        "    AgentPayload agent = 27;\n",
+        "    AgentPayload agent = 29;\n",
     ),
 ]
 

@@ -116,9 +116,11 @@ from evald_client._results import (
     ReducedMetric,
     RepeatStats,
     RougeScore,
+    StructuredOutputPayload,
     SubjectAccuracy,
     SummarizationPayload,
     TaskResult,
+    ToolCallPayload,
     WorstExample,
 )
 from evald_client._sync import EvaldClient
@@ -208,6 +210,7 @@ __all__ = [
     "SampleJudgement",
     "ShotFormat",
     "StateChanged",
+    "StructuredOutputPayload",
     "SubjectAccuracy",
     "SubtaskCounts",
     "SubtaskState",
@@ -220,6 +223,7 @@ __all__ = [
     "TaskState",
     "TaskType",
     "TlsConfig",
+    "ToolCallPayload",
     "Unauthenticated",
     "Unavailable",
     "UnmatchedTask",

@@ -45,9 +45,11 @@ from evald_client._results import (
     ReducedMetric,
     RepeatStats,
     RougeScore,
+    StructuredOutputPayload,
     SubjectAccuracy,
     SummarizationPayload,
     TaskResult,
+    ToolCallPayload,
     WorstExample,
 )
 
@@ -215,6 +217,26 @@ def _payload(message: result_pb2.TaskEvaluationResult) -> Payload | None:
                 same_names(ExtractionRuleCount, m) for m in code.extraction_rules
             ),
             worst_examples=_worst(code.worst_examples),
+        )
+    if kind == "tool_call":
+        tool = message.tool_call
+        return ToolCallPayload(
+            **{
+                name: getattr(tool, name)
+                for name in ToolCallPayload.__dataclass_fields__
+                if name != "worst_examples"
+            },
+            worst_examples=_worst(tool.worst_examples),
+        )
+    if kind == "structured_output":
+        structured = message.structured_output
+        return StructuredOutputPayload(
+            **{
+                name: getattr(structured, name)
+                for name in StructuredOutputPayload.__dataclass_fields__
+                if name != "worst_examples"
+            },
+            worst_examples=_worst(structured.worst_examples),
         )
     return None
 

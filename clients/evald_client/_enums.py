@@ -20,6 +20,8 @@ class TaskType(StrEnum):
     GENERATION = "generation"
     MULTIPLE_CHOICE = "multiple_choice"
     CODE = "code"
+    TOOL_CALL = "tool_call"
+    STRUCTURED_OUTPUT = "structured_output"
 
 
 class ShotFormat(StrEnum):

@@ -320,6 +320,41 @@ class CodePayload:
     worst_examples: tuple[WorstExample, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallPayload:
+    """Tool calls: exact call match, argument accuracy, micro call precision / recall /
+    F1, and how many samples went wrong in each way."""
+
+    exact_match: float
+    argument_accuracy: float
+    call_precision: float
+    call_recall: float
+    call_f1: float
+    no_call: int
+    malformed_arguments: int
+    wrong_name: int
+    extra_calls: int
+    wrong_argument_type: int
+    calls_made: int
+    calls_expected: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StructuredOutputPayload:
+    """Structured outputs: schema validity, JSON validity, field-level exact match and F1
+    (over the samples whose record has a reference)."""
+
+    schema_valid_rate: float
+    json_valid_rate: float
+    field_exact_match: float
+    field_f1: float
+    invalid_json: int
+    schema_violations: int
+    with_reference: int
+    worst_examples: tuple[WorstExample, ...]
+
+
 Payload = (
     ClassificationPayload
     | QaPayload
@@ -328,6 +363,8 @@ Payload = (
     | GenerationPayload
     | MultipleChoicePayload
     | CodePayload
+    | ToolCallPayload
+    | StructuredOutputPayload
 )
 
 

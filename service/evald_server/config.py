@@ -100,6 +100,11 @@ class ModelConfig(_Section):
     # sends and every server accepts (llama-cpp-python reads 0 as "until the context is
     # full"); 0 where a server generates nothing for it (OpenAI's legacy completions).
     echo_max_tokens: Literal[0, 1] = 1
+    # How a structured-output task asks this model for JSON following a record's schema,
+    # besides the prompt (which always shows it): "prompt" (nothing more), "json_schema"
+    # (OpenAI's response_format, vLLM), "json_object" (response_format json_object with
+    # a "schema": llama-cpp-python's server, which refuses "json_schema").
+    structured_output_format: Literal["prompt", "json_schema", "json_object"] = "prompt"
     # Bounds on what the provider may send back (docs/configuration.md, ``[[models]]``).
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
     max_answer_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1024 * 1024

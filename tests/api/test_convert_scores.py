@@ -9,6 +9,7 @@ from evald.v1 import result_pb2
 from evald_server.api._convert_scores import apply_score_report
 from evald_server.domain import TaskType
 from evald_server.scoring import ScoringSample, score_task
+from tests.scoring.test_intervals import STRUCTURED_RECORD, TOOL_ANSWERS, TOOL_RECORD
 
 RECORDS = {
     TaskType.CLASSIFICATION: ({"input": "x", "label": "a", "choices": ["a", "b"]}, "b"),
@@ -30,6 +31,8 @@ RECORDS = {
         {"prompt": "def f():\n", "test": "def check(c):\n    pass\n", "entry_point": "f"},
         "```python\ndef f():\n    return 1\n```",
     ),
+    TaskType.TOOL_CALL: (TOOL_RECORD, TOOL_ANSWERS[1]),
+    TaskType.STRUCTURED_OUTPUT: (STRUCTURED_RECORD, '{"a": "1"}'),
 }
 ONEOF = {
     TaskType.CLASSIFICATION: "classification",
@@ -39,6 +42,8 @@ ONEOF = {
     TaskType.GENERATION: "generation",
     TaskType.MULTIPLE_CHOICE: "multiple_choice",
     TaskType.CODE: "code",
+    TaskType.TOOL_CALL: "tool_call",
+    TaskType.STRUCTURED_OUTPUT: "structured_output",
 }
 
 

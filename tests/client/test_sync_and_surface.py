@@ -87,6 +87,8 @@ EXPECTED_PUBLIC = {
     "JudgeOptions", "JudgeProvenance", "JudgeScoreFormat", "SampleJudgement",
     # Code tasks (issue 26).
     "CodeExecution", "CodeTestOutcome", "CodePayload", "CodeVerdictCount", "PassAtK",
+    # Tool calls and structured outputs (issue 27).
+    "StructuredOutputPayload", "ToolCallPayload",
 }  # fmt: skip
 
 

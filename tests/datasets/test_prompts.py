@@ -31,6 +31,16 @@ RECORDS = {
         "entry_point": "add",
         "canonical_solution": "    return a + b\n",
     },
+    TaskType.TOOL_CALL: {
+        "input": "Weather in Oslo?",
+        "tools": [{"type": "function", "function": {"name": "weather"}}],
+        "expected_calls": [{"name": "weather", "arguments": {"city": "Oslo-gold"}}],
+    },
+    TaskType.STRUCTURED_OUTPUT: {
+        "input": "Name the capital of Norway.",
+        "json_schema": {"type": "object", "properties": {"capital": {"type": "string"}}},
+        "reference": {"capital": "Oslo-gold"},
+    },
 }
 GOLD = {
     TaskType.CLASSIFICATION: None,  # the label is one of the choices shown on purpose
@@ -40,6 +50,8 @@ GOLD = {
     TaskType.GENERATION: "####",
     TaskType.MULTIPLE_CHOICE: None,  # every choice is shown on purpose; no gold field is
     TaskType.CODE: "return a + b",  # neither the solution nor HumanEval's hidden test
+    TaskType.TOOL_CALL: "Oslo-gold",  # the tools go in the request, the calls nowhere
+    TaskType.STRUCTURED_OUTPUT: "Oslo-gold",  # the schema is shown, the reference never
 }
 
 

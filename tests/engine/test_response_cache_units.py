@@ -101,6 +101,36 @@ def test_the_key_changes_with_everything_that_decides_an_answer(tmp_path: Path) 
     assert cache_key(settings, _item(row_id=99, attempt=3, run_id="other"), ctx) == key
 
 
+def test_a_records_tools_and_schema_and_the_models_schema_format_are_in_the_key(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(tmp_path)
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    fields = {"input": "same prompt", "tools": tools, "expected_calls": []}
+    tool_ctx = _ctx(task_type=TaskType.TOOL_CALL, prompt=ChatPrompt(TaskType.TOOL_CALL))
+    key = cache_key(settings, _item(fields=fields), tool_ctx)
+    other_tools = [{"type": "function", "function": {"name": "g"}}]
+    schema = {"input": "same prompt", "json_schema": {"type": "object"}}
+    json_ctx = _ctx(
+        task_type=TaskType.STRUCTURED_OUTPUT,
+        prompt=ChatPrompt(TaskType.STRUCTURED_OUTPUT, "{input}"),  # the schema not shown
+    )
+    json_key = cache_key(settings, _item(fields=schema), json_ctx)
+    keys = {
+        key,
+        cache_key(settings, _item(fields={**fields, "tools": other_tools}), tool_ctx),
+        cache_key(settings, _item(fields={**fields, "tool_choice": "required"}), tool_ctx),
+        json_key,
+        cache_key(settings, _item(fields={**schema, "json_schema": {"type": "array"}}), json_ctx),
+        cache_key(
+            _settings(tmp_path, structured_output_format="json_object"),
+            _item(fields=schema),
+            json_ctx,
+        ),
+    }
+    assert len(keys) == 6
+
+
 def test_the_scope_is_the_tenant_unless_the_model_is_shared() -> None:
     settings = CacheSettings(shared_models=frozenset({"shared"}))
     assert settings.scope("t1", "shared") == "model:shared"

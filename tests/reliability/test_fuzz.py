@@ -104,9 +104,37 @@ def _valid_records(task_type: TaskType) -> st.SearchStrategy[dict[str, Any]]:
                 identifier,
             ),
         )
+    elif task_type is TaskType.TOOL_CALL:
+        base = st.builds(
+            lambda i, city, choice: {
+                "input": i,
+                "tools": [_WEATHER],
+                "expected_calls": [{"name": "get_weather", "arguments": {"city": city}}],
+                "tool_choice": choice,
+            },
+            nonempty,
+            text,
+            st.sampled_from(["auto", "required", "none"]),
+        )
+    elif task_type is TaskType.STRUCTURED_OUTPUT:
+        base = st.builds(
+            lambda i, name: {"input": i, "json_schema": _PERSON, "reference": {"name": name}},
+            nonempty,
+            text,
+        )
     else:
         base = st.builds(lambda i, r: {"input": i, "reference": r}, nonempty, nonempty)
     return st.builds(with_id, base, ids)
+
+
+_WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+_PERSON = {"type": "object", "properties": {"name": {"type": "string"}}}
 
 
 def _mutated(record: dict[str, Any], key: str | None, value: Any) -> dict[str, Any]:
@@ -233,6 +261,8 @@ _TASK_TYPES = {
     TaskType.GENERATION: enums_pb2.TASK_TYPE_GENERATION,
     TaskType.MULTIPLE_CHOICE: enums_pb2.TASK_TYPE_MULTIPLE_CHOICE,
     TaskType.CODE: enums_pb2.TASK_TYPE_CODE,
+    TaskType.TOOL_CALL: enums_pb2.TASK_TYPE_TOOL_CALL,
+    TaskType.STRUCTURED_OUTPUT: enums_pb2.TASK_TYPE_STRUCTURED_OUTPUT,
 }
 _ANSWERS = {"OK", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"}
 _names = itertools.count()

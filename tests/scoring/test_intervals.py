@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evald_server.domain import TaskType
+from evald_server.domain import TaskType, ToolCall, encode_tool_answer
 from evald_server.scoring import IntervalMethod, ScoreReport, ScoringSample, score_task, scorer_for
 from evald_server.scoring import _intervals as intervals
 from evald_server.scoring._common import BaseScorer
@@ -21,7 +21,13 @@ from evald_server.scoring._intervals import (
 )
 from tests.scoring._factories import make_sample, samples_of
 
-PROPORTIONS = {"accuracy", "exact_match", "unmapped_rate"}
+PROPORTIONS = {
+    "accuracy",
+    "exact_match",
+    "unmapped_rate",
+    "schema_valid_rate",
+    "json_valid_rate",
+}
 
 
 def _classification(rng: random.Random, n: int) -> list[ScoringSample]:
@@ -108,6 +114,57 @@ def _multiple_choice(rng: random.Random, n: int) -> list[ScoringSample]:
     return samples_of(pairs)
 
 
+TOOL_RECORD = {
+    "input": "q",
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}},
+            },
+        }
+    ],
+    "expected_calls": [{"name": "f", "arguments": {"a": 1}}],
+}
+TOOL_ANSWERS = [
+    encode_tool_answer("", (ToolCall("f", {"a": 1}),)),
+    encode_tool_answer("", (ToolCall("f", {"a": 2}),)),
+    encode_tool_answer("no call", ()),
+    encode_tool_answer("", (ToolCall("f", {"a": 1}), ToolCall("g", {}))),
+    encode_tool_answer("", (ToolCall("f", None, "{", "arguments are not JSON"),)),
+]
+
+
+def _tool_call(rng: random.Random, n: int) -> list[ScoringSample]:
+    return samples_of([(TOOL_RECORD, rng.choice(TOOL_ANSWERS)) for _ in range(n)])
+
+
+STRUCTURED_RECORD = {
+    "input": "q",
+    "json_schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    "reference": {"a": 1},
+}
+JSON_ANSWERS = [
+    '{"a": 1}',
+    '{"a": 2}',
+    '{"a": "1"}',
+    "not JSON",
+    '{"a": 1, "b": [2]}',
+    "```\n{}\n```",
+]
+
+
+def _structured_output(rng: random.Random, n: int) -> list[ScoringSample]:
+    pairs = []
+    for _ in range(n):
+        record = dict(STRUCTURED_RECORD)
+        if rng.random() < 0.3:
+            del record["reference"]
+        pairs.append((record, rng.choice(JSON_ANSWERS)))
+    return samples_of(pairs)
+
+
 BUILDERS: dict[TaskType, Callable[[random.Random, int], list[ScoringSample]]] = {
     TaskType.CLASSIFICATION: _classification,
     TaskType.QA: _qa,
@@ -116,6 +173,8 @@ BUILDERS: dict[TaskType, Callable[[random.Random, int], list[ScoringSample]]] = 
     TaskType.GENERATION: _generation,
     TaskType.MULTIPLE_CHOICE: _multiple_choice,
     TaskType.CODE: _code,
+    TaskType.TOOL_CALL: _tool_call,
+    TaskType.STRUCTURED_OUTPUT: _structured_output,
 }
 
 

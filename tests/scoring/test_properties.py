@@ -20,6 +20,7 @@ from evald_server.scoring._normalize import (
     squad_normalize,
 )
 from tests.scoring._factories import samples_of
+from tests.scoring.test_intervals import STRUCTURED_RECORD, TOOL_RECORD
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TEXT = st.text(max_size=200)
@@ -112,6 +113,8 @@ def test_scorers_never_raise_on_model_output(task_type: TaskType, outputs: list[
             "test": "def check(c):\n    pass\n",
             "entry_point": "f",
         },
+        TaskType.TOOL_CALL: TOOL_RECORD,
+        TaskType.STRUCTURED_OUTPUT: STRUCTURED_RECORD,
     }
     record = records[task_type]
     report = score_task(task_type, samples_of([(record, o) for o in outputs]), resamples=5)

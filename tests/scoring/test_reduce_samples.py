@@ -20,6 +20,7 @@ from evald_server.scoring import (
     score_task,
 )
 from tests.scoring._factories import make_sample
+from tests.scoring.test_intervals import STRUCTURED_RECORD, TOOL_ANSWERS, TOOL_RECORD
 
 _RECORDS: dict[TaskType, tuple[Mapping[str, Any], str, str]] = {
     # task type: (record, a right output, a wrong output)
@@ -37,6 +38,8 @@ _RECORDS: dict[TaskType, tuple[Mapping[str, Any], str, str]] = {
         "[]",
     ),
     TaskType.SUMMARIZATION: ({"document": "d", "summary": "a b c"}, "a b c", "x"),
+    TaskType.TOOL_CALL: (TOOL_RECORD, TOOL_ANSWERS[0], TOOL_ANSWERS[1]),
+    TaskType.STRUCTURED_OUTPUT: (STRUCTURED_RECORD, '{"a": 1}', '{"a": 2}'),
     # For code the "output" here is the verdict of its stored sandbox run.
     TaskType.CODE: (
         {"prompt": "def f():\n", "test": "def check(c):\n    assert c()\n", "entry_point": "f"},

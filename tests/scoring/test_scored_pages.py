@@ -72,7 +72,13 @@ PAGED = sorted(t for t in STREAMED if scorer_for(t).pages)
 
 
 def test_the_scorers_that_score_page_by_page() -> None:
-    assert PAGED == [TaskType.GENERATION, TaskType.MULTIPLE_CHOICE, TaskType.QA]
+    assert PAGED == [
+        TaskType.GENERATION,
+        TaskType.MULTIPLE_CHOICE,
+        TaskType.QA,
+        TaskType.STRUCTURED_OUTPUT,
+        TaskType.TOOL_CALL,
+    ]
 
 
 @pytest.mark.parametrize("task_type", PAGED)

@@ -21,7 +21,14 @@ from evald_server.scoring import (
 from evald_server.scoring import _pool as pool
 from tests.scoring.test_intervals import BUILDERS
 
-STREAMED = {TaskType.QA, TaskType.GENERATION, TaskType.SUMMARIZATION, TaskType.MULTIPLE_CHOICE}
+STREAMED = {
+    TaskType.QA,
+    TaskType.GENERATION,
+    TaskType.SUMMARIZATION,
+    TaskType.MULTIPLE_CHOICE,
+    TaskType.TOOL_CALL,
+    TaskType.STRUCTURED_OUTPUT,
+}
 _MODES = [("exact", "yes"), ("contains", "ye"), ("regex", "^y(es)?$"), ("numeric", "#### 4")]
 
 

@@ -14,6 +14,8 @@ class TaskType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_TYPE_GENERATION: _ClassVar[TaskType]
     TASK_TYPE_MULTIPLE_CHOICE: _ClassVar[TaskType]
     TASK_TYPE_CODE: _ClassVar[TaskType]
+    TASK_TYPE_TOOL_CALL: _ClassVar[TaskType]
+    TASK_TYPE_STRUCTURED_OUTPUT: _ClassVar[TaskType]
 
 class ShotFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -100,6 +102,8 @@ TASK_TYPE_SUMMARIZATION: TaskType
 TASK_TYPE_GENERATION: TaskType
 TASK_TYPE_MULTIPLE_CHOICE: TaskType
 TASK_TYPE_CODE: TaskType
+TASK_TYPE_TOOL_CALL: TaskType
+TASK_TYPE_STRUCTURED_OUTPUT: TaskType
 SHOT_FORMAT_UNSPECIFIED: ShotFormat
 SHOT_FORMAT_SINGLE_MESSAGE: ShotFormat
 SHOT_FORMAT_CHAT_TURNS: ShotFormat

@@ -239,3 +239,53 @@ class CodeVerdictCount(_message.Message):
     verdict: str
     samples: int
     def __init__(self, verdict: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...
+
+class ToolCallPayload(_message.Message):
+    __slots__ = ("exact_match", "argument_accuracy", "call_precision", "call_recall", "call_f1", "no_call", "malformed_arguments", "wrong_name", "extra_calls", "wrong_argument_type", "calls_made", "calls_expected", "worst_examples")
+    EXACT_MATCH_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENT_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    CALL_PRECISION_FIELD_NUMBER: _ClassVar[int]
+    CALL_RECALL_FIELD_NUMBER: _ClassVar[int]
+    CALL_F1_FIELD_NUMBER: _ClassVar[int]
+    NO_CALL_FIELD_NUMBER: _ClassVar[int]
+    MALFORMED_ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    WRONG_NAME_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_CALLS_FIELD_NUMBER: _ClassVar[int]
+    WRONG_ARGUMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CALLS_MADE_FIELD_NUMBER: _ClassVar[int]
+    CALLS_EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    exact_match: float
+    argument_accuracy: float
+    call_precision: float
+    call_recall: float
+    call_f1: float
+    no_call: int
+    malformed_arguments: int
+    wrong_name: int
+    extra_calls: int
+    wrong_argument_type: int
+    calls_made: int
+    calls_expected: int
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, exact_match: _Optional[float] = ..., argument_accuracy: _Optional[float] = ..., call_precision: _Optional[float] = ..., call_recall: _Optional[float] = ..., call_f1: _Optional[float] = ..., no_call: _Optional[int] = ..., malformed_arguments: _Optional[int] = ..., wrong_name: _Optional[int] = ..., extra_calls: _Optional[int] = ..., wrong_argument_type: _Optional[int] = ..., calls_made: _Optional[int] = ..., calls_expected: _Optional[int] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...
+
+class StructuredOutputPayload(_message.Message):
+    __slots__ = ("schema_valid_rate", "json_valid_rate", "field_exact_match", "field_f1", "invalid_json", "schema_violations", "with_reference", "worst_examples")
+    SCHEMA_VALID_RATE_FIELD_NUMBER: _ClassVar[int]
+    JSON_VALID_RATE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_EXACT_MATCH_FIELD_NUMBER: _ClassVar[int]
+    FIELD_F1_FIELD_NUMBER: _ClassVar[int]
+    INVALID_JSON_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    WITH_REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    WORST_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    schema_valid_rate: float
+    json_valid_rate: float
+    field_exact_match: float
+    field_f1: float
+    invalid_json: int
+    schema_violations: int
+    with_reference: int
+    worst_examples: _containers.RepeatedCompositeFieldContainer[WorstExample]
+    def __init__(self, schema_valid_rate: _Optional[float] = ..., json_valid_rate: _Optional[float] = ..., field_exact_match: _Optional[float] = ..., field_f1: _Optional[float] = ..., invalid_json: _Optional[int] = ..., schema_violations: _Optional[int] = ..., with_reference: _Optional[int] = ..., worst_examples: _Optional[_Iterable[_Union[WorstExample, _Mapping]]] = ...) -> None: ...

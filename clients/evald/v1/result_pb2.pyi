@@ -29,7 +29,7 @@ INTERVAL_METHOD_WILSON: IntervalMethod
 INTERVAL_METHOD_NORMAL: IntervalMethod
 
 class TaskEvaluationResult(_message.Message):
-    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "judge_execution_profile", "reduced_metrics", "classification", "qa", "ner", "summarization", "generation", "multiple_choice", "code")
+    __slots__ = ("task_id", "run_id", "task_type", "model", "benchmark", "metrics_summary", "metric_uncertainty", "execution_profile", "repeat_stats", "status", "errors", "provenance", "created_time", "judge_execution_profile", "reduced_metrics", "classification", "qa", "ner", "summarization", "generation", "multiple_choice", "code", "tool_call", "structured_output")
     class MetricsSummaryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,8 @@ class TaskEvaluationResult(_message.Message):
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     MULTIPLE_CHOICE_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     run_id: str
     task_type: _enums_pb2.TaskType
@@ -88,7 +90,9 @@ class TaskEvaluationResult(_message.Message):
     generation: _payloads_pb2.GenerationPayload
     multiple_choice: _payloads_pb2.MultipleChoicePayload
     code: _payloads_pb2.CodePayload
-    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., judge_execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., reduced_metrics: _Optional[_Iterable[_Union[ReducedMetric, _Mapping]]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ..., code: _Optional[_Union[_payloads_pb2.CodePayload, _Mapping]] = ...) -> None: ...
+    tool_call: _payloads_pb2.ToolCallPayload
+    structured_output: _payloads_pb2.StructuredOutputPayload
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_type: _Optional[_Union[_enums_pb2.TaskType, str]] = ..., model: _Optional[_Union[_model_pb2.ModelIdentity, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkRef, _Mapping]] = ..., metrics_summary: _Optional[_Mapping[str, float]] = ..., metric_uncertainty: _Optional[_Mapping[str, MetricUncertainty]] = ..., execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., repeat_stats: _Optional[_Union[RepeatStats, _Mapping]] = ..., status: _Optional[_Union[_enums_pb2.ResultStatus, str]] = ..., errors: _Optional[_Iterable[_Union[_errors_pb2.EvalError, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., judge_execution_profile: _Optional[_Union[ExecutionProfile, _Mapping]] = ..., reduced_metrics: _Optional[_Iterable[_Union[ReducedMetric, _Mapping]]] = ..., classification: _Optional[_Union[_payloads_pb2.ClassificationPayload, _Mapping]] = ..., qa: _Optional[_Union[_payloads_pb2.QaPayload, _Mapping]] = ..., ner: _Optional[_Union[_payloads_pb2.NerPayload, _Mapping]] = ..., summarization: _Optional[_Union[_payloads_pb2.SummarizationPayload, _Mapping]] = ..., generation: _Optional[_Union[_payloads_pb2.GenerationPayload, _Mapping]] = ..., multiple_choice: _Optional[_Union[_payloads_pb2.MultipleChoicePayload, _Mapping]] = ..., code: _Optional[_Union[_payloads_pb2.CodePayload, _Mapping]] = ..., tool_call: _Optional[_Union[_payloads_pb2.ToolCallPayload, _Mapping]] = ..., structured_output: _Optional[_Union[_payloads_pb2.StructuredOutputPayload, _Mapping]] = ...) -> None: ...
 
 class ReducedMetric(_message.Message):
     __slots__ = ("name", "value", "interval", "records", "records_skipped")

@@ -68,8 +68,7 @@ def header_from_proto(header: dataset_pb2.UploadDatasetHeader) -> DatasetHeader:
     if task_type is None:
         raise InvalidArgument(
             ErrorReason.DATASET_HEADER_INVALID,
-            "header.task_type: required (classification, qa, ner, summarization, generation, "
-            "multiple_choice, code)",
+            f"header.task_type: required ({', '.join(t.value for t in TaskType)})",
             metadata={"field": "header.task_type"},
             field_violations=(FieldViolation("header.task_type", "must be set"),),
         )

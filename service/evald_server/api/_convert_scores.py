@@ -23,7 +23,9 @@ from evald_server.scoring import (
     QaPayload,
     ReducedMetric,
     ScoreReport,
+    StructuredOutputPayload,
     SummarizationPayload,
+    ToolCallPayload,
     WorstExample,
 )
 
@@ -96,6 +98,12 @@ def _apply_payload(payload: Payload, result: result_pb2.TaskEvaluationResult) ->
                     unmapped_outputs=payload.unmapped_outputs,
                     worst_examples=_worst(payload.worst_examples),
                 )
+            )
+        case ToolCallPayload():
+            result.tool_call.CopyFrom(_mirror(payloads_pb2.ToolCallPayload, payload))
+        case StructuredOutputPayload():
+            result.structured_output.CopyFrom(
+                _mirror(payloads_pb2.StructuredOutputPayload, payload)
             )
         case MultipleChoicePayload():
             result.multiple_choice.CopyFrom(_mirror(payloads_pb2.MultipleChoicePayload, payload))

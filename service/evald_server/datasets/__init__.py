@@ -41,6 +41,7 @@ from evald_server.datasets._references import (
     simulator_reference,
 )
 from evald_server.datasets._regex import CompiledRegex, InvalidRegex, compile_regex
+from evald_server.datasets._requests import NO_EXTRAS, RequestExtras, request_extras
 
 if TYPE_CHECKING:
     from evald_server.datasets._code_records import (
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         MAX_TEXT_CHARS,
         CodeRecord,
     )
+    from evald_server.datasets._json_schemas import schema_problem, schema_validator
     from evald_server.datasets._parser import DatasetRecord, ParsedDataset, parse_jsonl
 
 _PARSER_NAMES = frozenset({"DatasetRecord", "ParsedDataset", "parse_jsonl"})
@@ -65,6 +67,8 @@ _CODE_RECORD_NAMES = frozenset(
         "MAX_TEXT_CHARS",
     }
 )
+# jsonschema (and its referencing, attrs, rpds) only where a schema is checked or used.
+_SCHEMA_NAMES = frozenset({"schema_problem", "schema_validator"})
 
 
 def __getattr__(name: str) -> Any:
@@ -76,6 +80,10 @@ def __getattr__(name: str) -> Any:
         from evald_server.datasets import _code_records
 
         return getattr(_code_records, name)
+    if name in _SCHEMA_NAMES:
+        from evald_server.datasets import _json_schemas
+
+        return getattr(_json_schemas, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -87,6 +95,7 @@ __all__ = [
     "MAX_SOURCE_CHARS",
     "MAX_TEST_CHARS",
     "MAX_TEXT_CHARS",
+    "NO_EXTRAS",
     "PLACEHOLDERS",
     "ChatPrompt",
     "CodeRecord",
@@ -96,6 +105,7 @@ __all__ = [
     "ParsedDataset",
     "ProblemStyle",
     "PromptOptions",
+    "RequestExtras",
     "Shot",
     "bio_entities",
     "choice_key",
@@ -114,6 +124,9 @@ __all__ = [
     "prompt_text",
     "reference_number",
     "render_prompt",
+    "request_extras",
+    "schema_problem",
+    "schema_validator",
     "shot_positions",
     "shots_needed",
     "simulator_reference",

@@ -31,6 +31,10 @@ PLACEHOLDERS: dict[TaskType, frozenset[str]] = {
     # ``prompt`` is HumanEval's code to complete or MBPP's description (``text``);
     # ``tests`` is MBPP's test_list, one per line ("" for HumanEval: its test is hidden).
     TaskType.CODE: frozenset({"prompt", "tests"}),
+    # The tools go in the request's ``tools``, not the prompt.
+    TaskType.TOOL_CALL: frozenset({"input"}),
+    # ``json_schema`` is the record's schema as compact JSON.
+    TaskType.STRUCTURED_OUTPUT: frozenset({"input", "json_schema"}),
 }
 
 
@@ -61,6 +65,9 @@ def _values(task_type: TaskType, fields: Mapping[str, Any]) -> dict[str, str]:
         if "prompt" in fields:
             return {"prompt": fields["prompt"], "tests": ""}
         return {"prompt": fields["text"], "tests": "\n".join(fields["test_list"])}
+    if task_type is TaskType.STRUCTURED_OUTPUT:
+        schema = json.dumps(fields["json_schema"], ensure_ascii=False, separators=(",", ":"))
+        return {"input": fields["input"], "json_schema": schema}
     return {"input": fields["input"]}
 
 
@@ -119,6 +126,15 @@ def _default_code(values: Mapping[str, str]) -> str:
     )
 
 
+def _default_structured_output(values: Mapping[str, str]) -> str:
+    # Said even when the model is also sent the schema as its response_format: a model
+    # without that support has only this to go by, and one with it loses nothing.
+    return (
+        f"{values['input']}\n\nReply with JSON that follows this JSON Schema, "
+        f"and nothing else:\n{values['json_schema']}"
+    )
+
+
 DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
     TaskType.CLASSIFICATION: _default_classification,
     TaskType.QA: _default_qa,
@@ -127,6 +143,8 @@ DEFAULT_TEMPLATES: dict[TaskType, Callable[[Mapping[str, str]], str]] = {
     TaskType.GENERATION: _default_generation,
     TaskType.MULTIPLE_CHOICE: _default_multiple_choice,
     TaskType.CODE: _default_code,
+    TaskType.TOOL_CALL: _default_generation,
+    TaskType.STRUCTURED_OUTPUT: _default_structured_output,
 }
 
 

@@ -5,6 +5,7 @@ line number otherwise) and a ``metadata`` object. Unknown fields are rejected so
 a typo (``lable``) fails the upload instead of silently dropping the gold data.
 """
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -20,8 +21,17 @@ from pydantic import (
 
 from evald_server.datasets._choices import MAX_CHOICES, choice_letter, gold_choice_index
 from evald_server.datasets._code_records import CodeRecord
+from evald_server.datasets._json_schemas import schema_problem, validator_of
 from evald_server.datasets._numbers import reference_number
 from evald_server.datasets._regex import InvalidRegex, compile_regex
+from evald_server.datasets._tool_records import (
+    MAX_EXPECTED_CALLS,
+    MAX_TOOLS,
+    ExpectedCall,
+    NamedToolChoice,
+    Tool,
+    check_tool_call_record,
+)
 from evald_server.domain import TaskType
 
 
@@ -157,6 +167,40 @@ class MultipleChoiceRecord(_Record):
         return self
 
 
+class ToolCallRecord(_Record):
+    """A request with the tools offered (OpenAI function schemas), the expected calls
+    (none: the model should answer without calling), and the ``tool_choice`` sent."""
+
+    input: NonEmpty
+    tools: Annotated[list[Tool], Field(min_length=1, max_length=MAX_TOOLS)]
+    expected_calls: Annotated[list[ExpectedCall], Field(max_length=MAX_EXPECTED_CALLS)]
+    tool_choice: Literal["auto", "required", "none"] | NamedToolChoice | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ToolCallRecord":
+        check_tool_call_record(self.tools, self.expected_calls, self.tool_choice)
+        return self
+
+
+class StructuredOutputRecord(_Record):
+    """A request whose answer must be JSON following ``json_schema``; ``reference``
+    (which must follow it too) is the answer expected field by field, when there is one."""
+
+    input: NonEmpty
+    json_schema: dict[str, Any]
+    reference: Any = None
+
+    @model_validator(mode="after")
+    def _valid_schema(self) -> "StructuredOutputRecord":
+        problem = schema_problem(self.json_schema, "json_schema")
+        if problem is not None:
+            raise ValueError(problem)
+        validator = validator_of(json.dumps(self.json_schema, sort_keys=True))
+        if self.reference is not None and not validator.is_valid(self.reference):
+            raise ValueError("reference: does not follow the record's schema")
+        return self
+
+
 RECORD_MODELS: dict[TaskType, type[BaseModel]] = {
     TaskType.CLASSIFICATION: ClassificationRecord,
     TaskType.QA: QaRecord,
@@ -165,4 +209,6 @@ RECORD_MODELS: dict[TaskType, type[BaseModel]] = {
     TaskType.GENERATION: GenerationRecord,
     TaskType.MULTIPLE_CHOICE: MultipleChoiceRecord,
     TaskType.CODE: CodeRecord,  # HumanEval- or MBPP-shaped (_code_records)
+    TaskType.TOOL_CALL: ToolCallRecord,
+    TaskType.STRUCTURED_OUTPUT: StructuredOutputRecord,
 }

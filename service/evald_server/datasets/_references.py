@@ -9,7 +9,7 @@ from typing import Any
 from evald_server.datasets._bio import bio_entities
 from evald_server.datasets._choices import choice_letter, gold_choice_index
 from evald_server.datasets._numbers import reference_number
-from evald_server.domain import TaskType
+from evald_server.domain import TaskType, ToolCall, encode_tool_answer
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -36,6 +36,12 @@ def expected_text(task_type: TaskType, fields: Mapping[str, Any]) -> str:
         return f"{choice_letter(index)}. {fields['choices'][index]}"
     if task_type is TaskType.CODE:
         return code_solution(fields)
+    if task_type is TaskType.TOOL_CALL:
+        return json.dumps(fields["expected_calls"], ensure_ascii=False)
+    if task_type is TaskType.STRUCTURED_OUTPUT:
+        if "reference" in fields:
+            return json.dumps(fields["reference"], ensure_ascii=False)
+        return "(any JSON value that follows the schema)"
     return str(fields["reference"])
 
 
@@ -96,6 +102,12 @@ def simulator_reference(task_type: TaskType, fields: Mapping[str, Any]) -> dict[
             "expected": f"```python\n{solution}\n```" if solution else wrong,
             "distractors": [wrong],
         }
+    if task_type is TaskType.TOOL_CALL:
+        return _simulated_tool_answers(fields)
+    if task_type is TaskType.STRUCTURED_OUTPUT:
+        reference = fields.get("reference")
+        expected = "{}" if reference is None else json.dumps(reference, ensure_ascii=False)
+        return {"expected": expected, "distractors": ["not JSON"]}
     reference = str(fields["reference"])
     if fields.get("match") == "numeric":
         number = reference_number(reference)
@@ -105,3 +117,19 @@ def simulator_reference(task_type: TaskType, fields: Mapping[str, Any]) -> dict[
         # A regex reference has no canonical answer text; the simulator cannot be "right".
         return {"expected": reference, "distractors": ["no match"]}
     return {"expected": reference, "distractors": [" ".join(reversed(reference.split())) + "?"]}
+
+
+def _simulated_tool_answers(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The expected calls as a stored tool answer, and two wrong ones (no call, and
+    the calls with an unknown function name)."""
+    calls = tuple(
+        ToolCall(call["name"], call.get("arguments", {})) for call in fields["expected_calls"]
+    )
+    renamed = tuple(ToolCall(f"not_{call.name}", call.arguments) for call in calls)
+    return {
+        "expected": encode_tool_answer("", calls),
+        "distractors": [
+            encode_tool_answer("I cannot help with that.", ()),
+            encode_tool_answer("", renamed),
+        ],
+    }

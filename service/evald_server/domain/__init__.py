@@ -54,6 +54,12 @@ from evald_server.domain._lifecycle import (
     task_ready_for_scoring,
 )
 from evald_server.domain._messages import ChatMessage
+from evald_server.domain._tool_answers import (
+    NotAToolAnswer,
+    ToolCall,
+    decode_tool_answer,
+    encode_tool_answer,
+)
 
 __all__ = [
     "OUTCOME_TARGET",
@@ -78,6 +84,7 @@ __all__ = [
     "FinishReason",
     "InvalidArgument",
     "JudgeScoreFormat",
+    "NotAToolAnswer",
     "NotFound",
     "OutOfRange",
     "OutcomeKind",
@@ -94,10 +101,13 @@ __all__ = [
     "SubtaskState",
     "TaskState",
     "TaskType",
+    "ToolCall",
     "Unauthenticated",
     "can_move",
+    "decode_tool_answer",
     "derive_run_state",
     "effective_outcome",
+    "encode_tool_answer",
     "field_error",
     "from_jsonable",
     "inference_finished",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from evald_server.config import GenerationParams
-from evald_server.datasets import ChatPrompt, simulator_reference
+from evald_server.datasets import NO_EXTRAS, ChatPrompt, request_extras, simulator_reference
 from evald_server.domain import (
     ChatMessage,
     ChoiceContinuation,
@@ -25,6 +25,7 @@ from evald_server.domain import (
     PromptFormat,
     SubtaskPhase,
     TaskType,
+    encode_tool_answer,
 )
 from evald_server.engine._cost import Pricing, call_cost
 from evald_server.engine._judging import JudgePrompt, judged
@@ -121,6 +122,8 @@ async def call_model(
             call_time_s = time.perf_counter() - started
             return outcome_of(item, OutcomeKind.SUCCEEDED, call_time_s=call_time_s, **fields)
         messages = messages_for(item, ctx)
+        # A judge grades the answer as text: the record's tools or schema are not its.
+        extras = NO_EXTRAS if ctx.judge is not None else request_extras(ctx.task_type, item.fields)
         request = ProviderRequest(
             messages=messages,
             params=ctx.params,
@@ -130,6 +133,9 @@ async def call_model(
             prompt_text=ctx.prompt.plain_text(item.fields, item.record_id)
             if ctx.prompt_format is PromptFormat.PLAIN and ctx.judge is None
             else None,
+            tools=extras.tools,
+            tool_choice=extras.tool_choice,
+            json_schema=extras.json_schema,
         )
         completion = await provider.complete(request)
     except ProviderFailure as failure:
@@ -153,10 +159,14 @@ async def call_model(
         )
     if on_rate_limits is not None and completion.rate_limits is not None:
         on_rate_limits(completion.rate_limits)
+    output = completion.text
+    if ctx.task_type is TaskType.TOOL_CALL and ctx.judge is None:
+        # A tool-call answer is its calls: stored with the content as one JSON text.
+        output = encode_tool_answer(completion.text, completion.tool_calls)
     outcome = outcome_of(
         item,
         OutcomeKind.SUCCEEDED,
-        output=completion.text,
+        output=output,
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
         latency_s=completion.latency_s,

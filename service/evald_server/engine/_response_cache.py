@@ -2,9 +2,11 @@
 without calling the provider again.
 
 An entry's key hashes everything that decides an answer: the provider model's identity
-(provider, base URL, provider model name), every effective generation parameter, the
-full rendered messages (for a judge call, whose data fence is random, the rubric's hash
-and the values it frames), the repeat index and the judging round (so repeats still
+(provider, base URL, provider model name, and how it is asked for structured output
+when not by the prompt alone), every effective generation parameter, the record's
+tools, tool choice and answer schema where it has them, the full rendered messages
+(for a judge call, whose data fence is random, the rubric's hash and the values it
+frames), the repeat index and the judging round (so repeats still
 sample). Its scope is the run's tenant, unless the operator shares that model's cache
 across tenants (``[cache] shared_models``). Only complete successful answers are kept
 (finish_reason "stop", not empty; an answer over the size cap already failed), never
@@ -22,7 +24,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evald_server.config import ServerConfig
+from evald_server.config import ModelConfig, ServerConfig
+from evald_server.datasets import NO_EXTRAS, request_extras
 from evald_server.domain import OutcomeKind, PromptFormat
 from evald_server.engine._executor import TaskContext, context_key, messages_for, outcome_of
 from evald_server.engine._judging import judged
@@ -57,11 +60,15 @@ def cache_settings(config: ServerConfig) -> CacheSettings:
         ttl_s=config.cache.ttl_s,
         max_entries=config.cache.max_entries,
         shared_models=frozenset(config.cache.shared_models),
-        identities={
-            m.id: json.dumps([m.provider, m.base_url or "", m.provider_model])
-            for m in config.models
-        },
+        identities={m.id: _identity(m) for m in config.models},
     )
+
+
+def _identity(model: ModelConfig) -> str:
+    parts = [model.provider, model.base_url or "", model.provider_model]
+    if model.structured_output_format != "prompt":  # it changes the request (and answer)
+        parts.append(model.structured_output_format)
+    return json.dumps(parts)
 
 
 def cache_key(settings: CacheSettings, item: ClaimedSubtask, ctx: TaskContext) -> str:
@@ -72,6 +79,9 @@ def cache_key(settings: CacheSettings, item: ClaimedSubtask, ctx: TaskContext) -
         "repeat_index": item.repeat_index,
         "judge_round": item.judge_round,
     }
+    extras = NO_EXTRAS if ctx.judge is not None else request_extras(ctx.task_type, item.fields)
+    if extras != NO_EXTRAS:  # a record's tools or schema decide its answer too
+        body["extras"] = [extras.tools, extras.tool_choice, extras.json_schema]
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -4,8 +4,11 @@ A ``Behaviour`` is one way of answering (success, an HTTP error, a hang, a reset
 malformed body). ``FakeConfig`` says which behaviour a request gets, in this order:
 
 1. ``per_key[K][i]``: the i-th request (0-based) carrying ``X-Evald-Subtask: K``;
-2. ``sequence[n]``: the n-th request (0-based) the fake receives;
-3. otherwise a draw from the ``faults`` mix (rates), else success.
+2. ``per_prompt[M]``: a request whose last message contains the marker ``M`` (the
+   first marker that matches, in the mapping's order) — how a test scripts the answer
+   to one record without knowing its subtask's id;
+3. ``sequence[n]``: the n-th request (0-based) the fake receives;
+4. otherwise a draw from the ``faults`` mix (rates), else success.
 
 Random draws hash ``(seed, key or arrival number, attempt)`` with blake2b, so a given
 subtask's k-th attempt meets the same fate whatever order requests arrive in.
@@ -14,6 +17,7 @@ Everything here converts to and from JSON for the control API (``POST /_fake/con
 
 import dataclasses
 import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +46,10 @@ class Kind(StrEnum):
     # goes away). Generated piece by piece: the fake itself stays small.
     FLOOD = "flood"
     # HTTP 200 whose answer fields are given verbatim (``fields``: ``content``,
-    # ``finish_reason``, ``logprobs``, ``usage``; any JSON, however out of bounds), in
-    # one body or, streamed, in the chunks that carry them. A field not given is what
-    # an ``ok`` answer has (no logprobs).
+    # ``finish_reason``, ``logprobs``, ``usage``, ``tool_calls``; any JSON, however out
+    # of bounds), in one body or, streamed, in the chunks that carry them (a call's
+    # arguments in two fragments). A field not given is what an ``ok`` answer has (no
+    # logprobs, no tool calls).
     SCRIPTED = "scripted"
 
 
@@ -98,6 +103,29 @@ class Behaviour:
             headers=tuple((headers or {}).items()),
             latency_ms=latency_ms,
         )
+
+    @classmethod
+    def tool_calls(
+        cls, *calls: tuple[str, Any], content: str | None = None, **fields: Any
+    ) -> "Behaviour":
+        """A 200 answer that calls ``(name, arguments)`` in order: arguments given as a
+        string are sent as they are (malformed JSON, say), anything else as its JSON
+        text, the way the OpenAI API encodes them. ``finish_reason`` is "tool_calls"."""
+        wire = [
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": arguments
+                    if isinstance(arguments, str)
+                    else json.dumps(arguments, ensure_ascii=False),
+                },
+            }
+            for index, (name, arguments) in enumerate(calls)
+        ]
+        fields.setdefault("finish_reason", "tool_calls")
+        return cls.scripted(content=content, tool_calls=wire, **fields)
 
     @classmethod
     def interrupted(cls, *, after_chunks: int = 1, answer: str | None = None) -> "Behaviour":
@@ -188,7 +216,7 @@ class Behaviour:
         return behaviour
 
 
-SCRIPTED_FIELDS = frozenset({"content", "finish_reason", "logprobs", "usage"})
+SCRIPTED_FIELDS = frozenset({"content", "finish_reason", "logprobs", "usage", "tool_calls"})
 
 
 def _fields(behaviour: Behaviour) -> dict[str, Any]:
@@ -219,6 +247,7 @@ class FakeConfig:
     faults: tuple[FaultRate, ...] = ()
     sequence: tuple[Behaviour, ...] = ()
     per_key: Mapping[str, tuple[Behaviour, ...]] = field(default_factory=dict)
+    per_prompt: Mapping[str, Behaviour] = field(default_factory=dict)
     answers: Mapping[str, str] = field(default_factory=dict)  # X-Evald-Subtask key → answer
     # Provider model name → the answer every request for that model gets (a judge's
     # verdict, say), after ``answers`` and before the answer callable.
@@ -252,12 +281,16 @@ class FakeConfig:
     def quota_for(self, model: str) -> Quota | None:
         return self.quotas.get(model) or self.quotas.get("*")
 
-    def choose(self, arrival: int, key: str | None, attempt: int) -> Behaviour:
-        """The behaviour for the ``arrival``-th request (0-based), ``attempt``-th of its key."""
+    def choose(self, arrival: int, key: str | None, attempt: int, prompt: str = "") -> Behaviour:
+        """The behaviour for the ``arrival``-th request (0-based), ``attempt``-th of its
+        key, whose last message is ``prompt``."""
         if key is not None:
             script = self.per_key.get(key)
             if script is not None and attempt < len(script):
                 return script[attempt]
+        for marker, behaviour in self.per_prompt.items():
+            if marker in prompt:
+                return behaviour
         if arrival < len(self.sequence):
             return self.sequence[arrival]
         if self.faults:
@@ -292,6 +325,7 @@ class FakeConfig:
             "faults": [{"rate": f.rate, "behaviour": f.behaviour.to_json()} for f in self.faults],
             "sequence": [b.to_json() for b in self.sequence],
             "per_key": {k: [b.to_json() for b in v] for k, v in self.per_key.items()},
+            "per_prompt": {k: b.to_json() for k, b in self.per_prompt.items()},
             "answers": dict(self.answers),
             "model_answers": dict(self.model_answers),
             "hang_s": self.hang_s,
@@ -321,6 +355,8 @@ class FakeConfig:
                 changes[name] = _behaviours(value)
             elif name == "per_key":
                 changes[name] = {str(k): _behaviours(v) for k, v in value.items()}
+            elif name == "per_prompt":
+                changes[name] = {str(k): Behaviour.from_json(v) for k, v in value.items()}
             elif name == "quotas":
                 changes[name] = {str(k): Quota.from_json(v) for k, v in value.items()}
             elif name in ("answers", "model_answers"):

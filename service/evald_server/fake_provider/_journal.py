@@ -36,6 +36,9 @@ class JournalEntry:
     # The usage the answer reported (what a bill is computed from); None when not answered.
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # The request's tools, tool_choice and response_format, as sent (absent ones left
+    # out; None when it had none of them).
+    request_extras: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -139,6 +139,8 @@ def scripted_body(
     }
     if "logprobs" in fields:
         choice["logprobs"] = fields["logprobs"]
+    if "tool_calls" in fields:
+        choice["message"]["tool_calls"] = fields["tool_calls"]
     body: dict[str, Any] = {
         "id": f"chatcmpl-fake-{seq}",
         "object": "chat.completion",
@@ -165,10 +167,35 @@ def scripted_events(
     if "logprobs" in fields:
         piece["logprobs"] = fields["logprobs"]
     yield event([piece])
+    if "tool_calls" in fields:
+        for fragment in _call_fragments(fields["tool_calls"]):
+            yield event([{"index": 0, "delta": {"tool_calls": [fragment]}}])
     yield event([{"index": 0, "delta": {}, "finish_reason": fields.get("finish_reason", "stop")}])
     if "usage" in fields or usage is not None:
         yield event([], usage=fields.get("usage", usage))
     yield DONE_EVENT
+
+
+def _call_fragments(calls: Any) -> Iterator[Any]:
+    """Scripted tool calls as a stream carries them: per call, its id, type and name with
+    the first half of its arguments, then the second half (by index). Anything that is
+    not a list of such calls goes out as it is, in one fragment."""
+    if not isinstance(calls, list):
+        yield calls
+        return
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if not isinstance(call, dict) or not isinstance(function, dict):
+            yield call
+            continue
+        if not isinstance(arguments, str):
+            yield {**call, "index": index}
+            continue
+        half = len(arguments) // 2
+        first = {**function, "arguments": arguments[:half]}
+        yield {**call, "index": index, "function": first}
+        yield {"index": index, "function": {"arguments": arguments[half:]}}
 
 
 def flood_body(seq: int, model: str, content_bytes: int, piece_bytes: int) -> Iterator[bytes]:

@@ -63,6 +63,8 @@ from evald_server.fake_provider._responses import (
 _FLOOD_PIECE = 64 * 1024
 
 _JSON = "application/json"
+# Request fields a journal entry keeps verbatim (what a tool or schema task sent).
+_EXTRAS = ("tools", "tool_choice", "response_format")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +227,8 @@ class FakeProvider:
             self.journal.end(entry, "bad_request", 400)
             return _error(400, f"invalid request: {exc}")
         entry = self.journal.begin(key, chat.model, stream=stream, client_port=_port(request))
+        extras = {k: chat.body[k] for k in _EXTRAS if k in chat.body}
+        entry.request_extras = extras or None
         config = self._config
         # llama-cpp-python's interrupt_requests: any new request cuts the streams already
         # accepted (waiting or streaming); this one may be cut by the next in turn.
@@ -237,7 +241,7 @@ class FakeProvider:
         limited, quota_headers = self._rate_limit(config, chat, entry)
         if limited is not None:
             return limited
-        behaviour = self._behaviour(request, config, entry)
+        behaviour = self._behaviour(request, config, entry, chat)
         try:
             delay_s = config.hang_s if behaviour.kind is Kind.HANG else 0.0
             delay_s += config.latency_s(behaviour, entry.seq - 1, key, entry.attempt)
@@ -295,12 +299,12 @@ class FakeProvider:
         return None, verdict.headers
 
     def _behaviour(
-        self, request: web.Request, config: FakeConfig, entry: JournalEntry
+        self, request: web.Request, config: FakeConfig, entry: JournalEntry, chat: FakeChatRequest
     ) -> Behaviour:
         authorization = request.headers.get("Authorization")
         if config.api_key is not None and authorization != f"Bearer {config.api_key}":
             return Behaviour.error(401)
-        return config.choose(entry.seq - 1, entry.key, entry.attempt)
+        return config.choose(entry.seq - 1, entry.key, entry.attempt, chat.last_content)
 
     async def _respond(
         self,
@@ -487,7 +491,7 @@ class FakeProvider:
         limited, quota_headers = self._rate_limit(config, chat, entry)
         if limited is not None:
             return limited
-        behaviour = self._behaviour(request, config, entry)
+        behaviour = self._behaviour(request, config, entry, chat)
         try:
             delay_s = config.latency_s(behaviour, entry.seq - 1, key, entry.attempt)
             if delay_s > 0:

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from evald_server.config import GenerationParams
-from evald_server.domain import ChatMessage, ErrorReason, EvalError
+from evald_server.domain import ChatMessage, ErrorReason, EvalError, ToolCall
 from evald_server.providers._rate_limit_headers import RateLimitInfo
 
 
@@ -33,6 +33,11 @@ class ProviderRequest:
     # The plain prompt format: this text goes to /v1/completions, no chat template (the
     # messages are kept for estimates and costs); None: the messages go to chat.
     prompt_text: str | None = None
+    # The record's tools and tool_choice, its answer's JSON Schema: JSON text, sent as
+    # they are (``datasets.request_extras``); None where the record has none.
+    tools: str | None = None
+    tool_choice: str | None = None
+    json_schema: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,7 @@ class Completion:
     finish_reason: str = "unknown"
     rate_limits: RateLimitInfo | None = None  # the provider's x-ratelimit-* headers
     flags: tuple[str, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()  # the calls the answer made (``_tool_calls``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,7 @@ class OpenAIProvider:
         self._pool_size = pool_size
         self._timeout_s = model.timeout_s
         self._stream = model.stream
+        self._schema_format = model.structured_output_format
         self._key = _read_key(model)
         self._scrub = SecretScrubber([] if self._key is None else [self._key.reveal()])
         self._max_response_bytes = model.max_response_bytes
@@ -158,7 +159,9 @@ class OpenAIProvider:
             return await self._exchange(
                 self._completions_endpoint(), body, request.request_key, self._read_plain
             )
-        body = request_body(self._model_name, request, stream=self._stream)
+        body = request_body(
+            self._model_name, request, stream=self._stream, schema_format=self._schema_format
+        )
         return await self._exchange(self._url, body, request.request_key, self._read)
 
     def _completions_endpoint(self) -> str:
@@ -363,6 +366,7 @@ class OpenAIProvider:
             finish_reason=parsed.finish_reason.value,
             top_logprobs=parsed.top_logprobs,
             flags=parsed.flags,
+            tool_calls=parsed.tool_calls,
         )
 
     def _translate(self, exc: BaseException, latency_s: float) -> ProviderFailure:

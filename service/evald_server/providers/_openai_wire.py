@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _json_string  # one str as JSON, not ASCII-escaped
 from typing import Any
 
-from evald_server.domain import FinishReason
+from evald_server.domain import FinishReason, ToolCall
 from evald_server.providers._answer_bounds import (
     DEFAULT_BOUNDS,
     AnswerBounds,
@@ -25,6 +25,11 @@ from evald_server.providers._answer_bounds import (
 )
 from evald_server.providers._base import ProviderRequest
 from evald_server.providers._logprobs import first_token_alternatives, logprob_fields
+from evald_server.providers._tool_calls import (
+    StreamedToolCalls,
+    checked_tool_calls,
+    tool_fields,
+)
 
 
 class MalformedResponse(Exception):
@@ -50,12 +55,16 @@ def completions_url(base_url: str) -> str:
     return f"{base}/completions" if base.endswith("/v1") else f"{base}/v1/completions"
 
 
-def request_body(model_name: str, request: ProviderRequest, *, stream: bool) -> bytes:
+def request_body(
+    model_name: str, request: ProviderRequest, *, stream: bool, schema_format: str = "prompt"
+) -> bytes:
     """The JSON body; generation params are sent only when set (the engine merged them).
 
     Built from encoded strings rather than by ``json.dumps`` of a dict: the same bytes
     (``separators=(",", ":")``, ``ensure_ascii=False``, the keys in this order) at a
-    fifth of the cost, which is paid once per model call."""
+    fifth of the cost, which is paid once per model call. A record's tools and its
+    JSON Schema (as ``response_format`` in the model's ``schema_format``, not for "prompt")
+    come pre-encoded and are appended as they are."""
     messages = ",".join(
         f'{{"role":{_json_string(m.role)},"content":{_json_string(m.content)}}}'
         for m in request.messages
@@ -70,7 +79,27 @@ def request_body(model_name: str, request: ProviderRequest, *, stream: bool) -> 
         request.top_logprobs,
         stream,
     )
-    return f'{{"model":{_json_string(model_name)},"messages":[{messages}]{options}}}'.encode()
+    extras = tool_fields(request.tools, request.tool_choice)
+    if request.json_schema is not None:
+        extras += _response_format(request.json_schema, schema_format)
+    return (
+        f'{{"model":{_json_string(model_name)},"messages":[{messages}]{options}{extras}}}'
+    ).encode()
+
+
+def _response_format(schema: str, schema_format: str) -> str:
+    """``,"response_format":…`` asking for JSON following ``schema``: OpenAI's
+    ``json_schema`` (under a fixed name, not strict: strict mode refuses schemas that
+    leave properties optional), or ``json_object`` with a ``schema`` (llama-cpp-python);
+    "" for "prompt"."""
+    if schema_format == "json_schema":
+        return (
+            ',"response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":'
+            f"{schema}}}}}"
+        )
+    if schema_format == "json_object":
+        return f',"response_format":{{"type":"json_object","schema":{schema}}}'
+    return ""
 
 
 @functools.lru_cache(maxsize=256)
@@ -112,6 +141,7 @@ class ParsedCompletion:
     finish_reason: FinishReason = FinishReason.UNKNOWN
     top_logprobs: TopLogprobs | None = None
     flags: tuple[str, ...] = ()  # what was out of bounds (``_answer_bounds``)
+    tool_calls: tuple[ToolCall, ...] = ()  # ``_tool_calls``
 
 
 def parse_completion(
@@ -131,13 +161,15 @@ def parse_completion(
     usage = checked_usage(data.get("usage"), bounds)
     reason = FinishReason.parse(choice.get("finish_reason"))
     alternatives, logprob_flags = first_token_alternatives(choice)
+    calls, call_flags = checked_tool_calls(message.get("tool_calls"))
     return ParsedCompletion(
         text,
         usage.prompt_tokens,
         usage.completion_tokens,
         reason,
         alternatives,
-        usage.flags + logprob_flags + text_flags,
+        usage.flags + logprob_flags + text_flags + call_flags,
+        calls,
     )
 
 
@@ -231,6 +263,7 @@ class StreamAccumulator:
     top_logprobs: TopLogprobs | None = None  # from the first chunk that has any
     logprob_flags: tuple[str, ...] = ()  # the first chunk with a block had an invalid one
     text_flags: tuple[str, ...] = ()
+    tool_calls: StreamedToolCalls = field(default_factory=StreamedToolCalls)
 
     @property
     def finished(self) -> bool:
@@ -263,6 +296,9 @@ class StreamAccumulator:
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             return False
+        if delta.get("tool_calls") is not None:
+            self.tool_calls.feed(delta["tool_calls"])
+            return True  # a call's first fragment is the first token of the answer
         content, repaired = checked_text(_content(delta.get("content")))
         if not content:
             return False
@@ -289,13 +325,15 @@ class StreamAccumulator:
                 f"stream ended before [DONE] or a finish_reason after {self.events} chunks"
             )
         usage = checked_usage(self.usage, self.bounds)
+        calls, call_flags = self.tool_calls.result()
         return ParsedCompletion(
             "".join(self.parts),
             usage.prompt_tokens,
             usage.completion_tokens,
             self.finish_reason,
             self.top_logprobs,
-            usage.flags + self.logprob_flags + self.text_flags,
+            usage.flags + self.logprob_flags + self.text_flags + call_flags,
+            calls,
         )
 
 

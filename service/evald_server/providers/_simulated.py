@@ -19,6 +19,7 @@ faulted streak are remembered, so memory stays flat for large runs; after a rest
 the streak count starts again at zero (the same fault may repeat once).
 """
 
+import contextlib
 import hashlib
 import math
 import time
@@ -30,7 +31,7 @@ import anyio
 import anyio.lowlevel
 
 from evald_server.config import ModelConfig
-from evald_server.domain import ErrorReason
+from evald_server.domain import ErrorReason, NotAToolAnswer, ToolCall, decode_tool_answer
 from evald_server.providers._answer_bounds import AnswerBounds, checked_text, checked_usage
 from evald_server.providers._base import (
     Completion,
@@ -84,6 +85,10 @@ class SimulatedProvider:
             )
         # The reference is a dataset's text: it passes the same bounds as a provider's.
         text, text_flags = checked_text(self.answer(key, request.reference))
+        calls: tuple[ToolCall, ...] = ()
+        if request.tools is not None:  # a tool-call record: its answers are stored calls
+            with contextlib.suppress(NotAToolAnswer):  # a perturbed answer: text, no call
+                text, calls = decode_tool_answer(text)
         words = text.split()
         prompt_words = sum(len(m.content.split()) for m in request.messages)
         usage = checked_usage(
@@ -101,6 +106,7 @@ class SimulatedProvider:
             else None,
             finish_reason="stop",
             flags=usage.flags + text_flags,
+            tool_calls=calls,
         )
 
     async def aclose(self) -> None:

@@ -8,7 +8,8 @@ SCORER_TIMEOUT) for that task only. It takes the samples in memory or as a
 the worker one page at a time), and the report's per-sample scores come back as
 ``SampleScores`` (columns, read row by row). The scoring rules of each task type are documented
 in its module (``_classification``, ``_labels``, ``_mentions``, ``_qa``, ``_normalize``, ``_ner``,
-``_entities``, ``_summarization``, ``_generation``, ``_multiple_choice``, ``_choices``)
+``_entities``, ``_summarization``, ``_generation``, ``_multiple_choice``, ``_choices``,
+``_tool_calls``, ``_call_matching``, ``_structured``)
 and the intervals in ``_intervals``; the reducers over repeats (pass@k, pass^k,
 majority, mean) in ``_reducers``, applied to a report's per-sample correctness
 (``_correctness``, the interface a task type plugs into) by ``_reduce_samples``.
@@ -51,8 +52,10 @@ from evald_server.scoring._payloads import (
     PassAtK,
     QaPayload,
     RougeScore,
+    StructuredOutputPayload,
     SubjectAccuracy,
     SummarizationPayload,
+    ToolCallPayload,
     WorstExample,
 )
 from evald_server.scoring._pool import ScoringPool
@@ -123,8 +126,10 @@ __all__ = [
     "ScoringFailure",
     "ScoringPool",
     "ScoringSample",
+    "StructuredOutputPayload",
     "SubjectAccuracy",
     "SummarizationPayload",
+    "ToolCallPayload",
     "UnscorableSample",
     "WorstExample",
     "bootstrap_distribution",

@@ -47,6 +47,9 @@ CORRECTNESS: dict[TaskType, Correctness] = {
     TaskType.NER: Correctness(correct=True, answers=False),  # exact entity set
     TaskType.SUMMARIZATION: Correctness(correct=False, answers=False),
     TaskType.CODE: Correctness(correct=True, answers=False),  # its program passed its tests
+    TaskType.TOOL_CALL: Correctness(correct=True, answers=False),  # the calls match exactly
+    # Valid against the schema, and equal to the reference where the record has one.
+    TaskType.STRUCTURED_OUTPUT: Correctness(correct=True, answers=False),
 }
 
 

@@ -148,3 +148,32 @@ class CodePayload:
     problems: int  # records with at least one scored sample
     extraction_rules: tuple[ExtractionRuleCount, ...]  # rules that read a program
     worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPayload:
+    exact_match: float
+    argument_accuracy: float
+    call_precision: float  # micro: matched calls / calls made
+    call_recall: float  # micro: matched calls / calls expected
+    call_f1: float
+    no_call: int
+    malformed_arguments: int
+    wrong_name: int
+    extra_calls: int
+    wrong_argument_type: int
+    calls_made: int
+    calls_expected: int
+    worst_examples: tuple[WorstExample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredOutputPayload:
+    schema_valid_rate: float
+    json_valid_rate: float
+    field_exact_match: float  # over the samples with a reference
+    field_f1: float  # over the samples with a reference
+    invalid_json: int
+    schema_violations: int
+    with_reference: int
+    worst_examples: tuple[WorstExample, ...]

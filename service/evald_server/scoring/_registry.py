@@ -10,7 +10,9 @@ from evald_server.scoring._generation import GenerationScorer
 from evald_server.scoring._multiple_choice import MultipleChoiceScorer
 from evald_server.scoring._ner import NerScorer
 from evald_server.scoring._qa import QaScorer
+from evald_server.scoring._structured import StructuredOutputScorer
 from evald_server.scoring._summarization import SummarizationScorer
+from evald_server.scoring._tool_calls import ToolCallScorer
 from evald_server.scoring._types import ScoreReport, ScoringSample
 
 
@@ -46,6 +48,8 @@ _SCORERS: dict[TaskType, Scorer] = {
         GenerationScorer(),
         MultipleChoiceScorer(),
         CodeScorer(),
+        ToolCallScorer(),
+        StructuredOutputScorer(),
     )
 }
 

@@ -18,7 +18,9 @@ from evald_server.scoring._payloads import (
     MultipleChoicePayload,
     NerPayload,
     QaPayload,
+    StructuredOutputPayload,
     SummarizationPayload,
+    ToolCallPayload,
 )
 
 Payload = (
@@ -29,6 +31,8 @@ Payload = (
     | GenerationPayload
     | MultipleChoicePayload
     | CodePayload
+    | ToolCallPayload
+    | StructuredOutputPayload
 )
 
 
