@@ -110,6 +110,7 @@ def _provenance(message: result_pb2.Provenance) -> Provenance:
         bootstrap_seed=message.bootstrap_seed,
         dependencies=dict(message.dependencies),
         judge=judge_provenance_from_proto(message.judge) if message.HasField("judge") else None,
+        rescored_from_run_id=message.rescored_from_run_id,
     )
 
 

@@ -123,6 +123,7 @@ class Provenance:
     bootstrap_seed: int
     dependencies: Mapping[str, str] = field(default_factory=dict)
     judge: "JudgeProvenance | None" = None  # runs with a judge
+    rescored_from_run_id: str = ""  # a RescoreRun's result: the run whose answers it scored
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

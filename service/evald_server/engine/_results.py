@@ -148,6 +148,7 @@ class Provenance:
     bootstrap_seed: int
     dependencies: dict[str, str] = field(default_factory=dict)  # library → version
     judge: JudgeProvenance | None = None  # model-graded scoring, when the run asked for it
+    rescored_from: str | None = None  # RescoreRun: the run whose answers were scored again
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +270,7 @@ def assemble_evaluation(
     judge: JudgeProvenance | None = None,
     judge_profile: ExecutionProfile | None = None,
     reduced: tuple[ReducedMetric, ...] = (),
+    rescored_from: str | None = None,
 ) -> TaskEvaluation:
     """The result of a scored task (``report`` None when nothing could be scored);
     ``judge`` and ``judge_profile`` when a judge model graded its answers."""
@@ -299,6 +301,7 @@ def assemble_evaluation(
             bootstrap_seed=seed,
             dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
             judge=judge,
+            rescored_from=rescored_from,
         ),
         created_at=now,
         judge_profile=judge_profile,

@@ -66,6 +66,8 @@ class RunSpec:
     judge: JudgeSpec | None = None  # model-graded scoring of every answer
     response_cache: bool = False  # answer from (and fill) the response cache
     reducers: tuple[ReducerSpec, ...] = ()  # over each record's repeats (_reducer_spec)
+    # A run made by RescoreRun: the run whose stored answers it scores again.
+    rescore_of: str | None = None
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -111,6 +113,8 @@ class RunSpec:
             data["response_cache"] = True
         if self.reducers:
             data["reducers"] = [r.to_json() for r in self.reducers]
+        if self.rescore_of is not None:
+            data["rescore_of"] = self.rescore_of
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -177,6 +181,7 @@ class RunSpec:
             judge=None if data.get("judge") is None else JudgeSpec.from_json(data["judge"]),
             response_cache=bool(data.get("response_cache", False)),
             reducers=tuple(ReducerSpec.from_json(r) for r in data.get("reducers", ())),
+            rescore_of=data.get("rescore_of"),
         )
 
     def body_hash(self) -> str:
