@@ -15,8 +15,10 @@ from evald.v1 import run_pb2, service_pb2
 from evald_client import (
     AlreadyExists,
     AsyncEvaldClient,
+    ChoiceScoring,
     FailedPrecondition,
     InvalidArgument,
+    MultipleChoicePayload,
     NotFound,
     RunState,
 )
@@ -28,6 +30,8 @@ from evald_server.fake_provider import FakeChatRequest, FakeConfig, FakeProvider
 from evald_server.scoring import Reducer as ScoringReducer
 from tests._shared import jsonl, simulated_model
 from tests.api._support import assert_reason, fails, raw_stub
+from tests.api.test_benchmark_prompts import _QUESTION, mc_records
+from tests.api.test_benchmark_prompts import _upload as upload_benchmarks
 from tests.engine._support import TENANT, InlineScoring, wait_until_finished
 from tests.harness import make_config, running_server
 
@@ -192,3 +196,49 @@ async def test_a_rescore_stored_before_a_restart_is_scored_on_the_next_start(
     assert result.report is not None
     assert before.report is not None
     assert result.report.metrics == before.report.metrics
+
+
+async def test_a_run_scored_by_log_probabilities_is_read_as_text_on_rescore(
+    tmp_path: Path,
+) -> None:
+    """The answering model's letter was "D" every time; log-probabilities picked the
+    gold letter of even records. Read as text, every answer is "D"."""
+
+    def answer(chat: FakeChatRequest) -> str:
+        return "D"
+
+    def alternatives(chat: FakeChatRequest, text: str) -> list[tuple[str, float]]:
+        asked = _QUESTION.findall(str(chat.messages[-1]["content"]))
+        number = int(asked[-1][1]) if asked else 1
+        if number % 2:
+            return [("The", -0.1)]
+        return [(" " + "ABCD"[number % 4], -0.5), ("D", -1.5)]
+
+    async with FakeProvider(answer=answer, alternatives=alternatives) as fake:
+        model = fake.model_config("fake-m").model_dump(mode="json")
+        async with (
+            running_server(make_config(tmp_path, models=[model])) as address,
+            AsyncEvaldClient(address) as client,
+        ):
+            await upload_benchmarks(client)
+            run = await client.create_run(
+                models=["fake-m"], datasets=[("mc", "1.0.0")], choice_scoring="logprobs"
+            )
+            await client.wait(run.run_id, timeout_s=60)
+            asked = fake.journal.requests
+            rescored = await client.rescore_run(run.run_id, choice_scoring="text")
+            assert rescored.spec.choice_scoring is ChoiceScoring.TEXT
+            await client.wait(rescored.run_id, timeout_s=60)
+            (by_logprobs,) = await client.results(run.run_id)
+            (by_text,) = await client.results(rescored.run_id)
+            samples = [s async for s in client.samples(rescored.run_id)]
+        assert fake.journal.requests == asked == 8
+    before, after = by_logprobs.payload, by_text.payload
+    assert isinstance(before, MultipleChoicePayload)
+    assert isinstance(after, MultipleChoicePayload)
+    assert (before.logprob_scored, before.logprob_fallbacks) == (4, 4)
+    assert (after.logprob_scored, after.logprob_fallbacks) == (0, 0)
+    assert "logprobs" not in {r.rule for r in after.extraction_rules}
+    assert all(not k.startswith("logprob_") for s in samples for k in s.scores)
+    gold_d = sum(1 for r in mc_records("mc", 8) if r["answer_index"] == 3)
+    assert by_text.metrics["accuracy"] == gold_d / 8
