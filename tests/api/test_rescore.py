@@ -23,19 +23,22 @@ from evald_client import (
     RunState,
 )
 from evald_server.app import DatasetHeader, Evald, RescoreSettings
+from evald_server.config import parse_config
 from evald_server.domain import RunState as ServerRunState
 from evald_server.domain import TaskType
 from evald_server.engine import DatasetRef, Engine, ReducerSpec, RunSpec
 from evald_server.fake_provider import FakeChatRequest, FakeConfig, FakeProvider
 from evald_server.scoring import Reducer as ScoringReducer
+from tests._postgres import new_database, pg_url
 from tests._shared import jsonl, simulated_model
 from tests.api._support import assert_reason, fails, raw_stub
 from tests.api.test_benchmark_prompts import _QUESTION, mc_records
 from tests.api.test_benchmark_prompts import _upload as upload_benchmarks
 from tests.engine._support import TENANT, InlineScoring, wait_until_finished
-from tests.harness import make_config, running_server
+from tests.harness import config_data, make_config, running_server
 
 pytestmark = pytest.mark.anyio
+__all__ = ["pg_url"]  # the fixture
 
 N = 12
 REPEAT = 3
@@ -242,3 +245,35 @@ async def test_a_run_scored_by_log_probabilities_is_read_as_text_on_rescore(
     assert all(not k.startswith("logprob_") for s in samples for k in s.scores)
     gold_d = sum(1 for r in mc_records("mc", 8) if r["answer_index"] == 3)
     assert by_text.metrics["accuracy"] == gold_d / 8
+
+
+async def test_a_rescore_on_postgresql(tmp_path: Path, pg_url: str) -> None:
+    """The same service on the PostgreSQL store: the copy is its one transaction."""
+    async with new_database(pg_url, "rescore") as url:
+        data = config_data(tmp_path, models=[simulated_model("sim", latency_ms=0.0)])
+        data["store"] = {"url": url}
+        config = parse_config(data)
+        header = DatasetHeader("sights", "1.0.0", TaskType.QA)
+        async with Evald.open(config, scoring=InlineScoring()) as app:
+            await app.datasets.upload(TENANT, header, [jsonl(RECORDS)])
+            refs = (DatasetRef("sights", "1.0.0"),)
+            source = await app.runs.create(
+                TENANT, RunSpec(models=("sim",), datasets=refs, repeat=REPEAT)
+            )
+            await wait_until_finished(app, source.run_id)
+            settings = RescoreSettings(reducers=(ReducerSpec(ScoringReducer.PASS_HAT_K, 3),))
+            rescored = await app.runs.rescore(TENANT, source.run_id, settings, name="again")
+            await wait_until_finished(app, rescored.run_id)
+            run = await app.runs.get(TENANT, rescored.run_id)
+            (result,) = (await app.runs.results(TENANT, rescored.run_id)).items
+            (before,) = (await app.runs.results(TENANT, source.run_id)).items
+    assert (run.state, run.spec.name, run.spec.rescore_of) == (
+        ServerRunState.SUCCEEDED,
+        "again",
+        source.run_id,
+    )
+    assert result.provenance.rescored_from == source.run_id
+    assert [m.name for m in result.reduced] == ["pass^3"]
+    assert result.report is not None
+    assert before.report is not None
+    assert result.report.metrics == before.report.metrics
