@@ -164,6 +164,13 @@ async def test_refusals_name_what_is_wrong(tmp_path: Path) -> None:
         assert list(failure.violations) == ["run_id"]
         # Nothing was created by any refusal: the two runs only.
         assert len([r async for r in client.list_runs()]) == 2
+        # A rescored run makes no provider call: retrying its copies is refused.
+        rescored = await client.rescore_run(done.run_id)
+        await client.wait(rescored.run_id, timeout_s=60)
+        with pytest.raises(FailedPrecondition) as retried:
+            await client.retry_run(rescored.run_id)
+        assert retried.value.reason == "RUN_NOT_RETRYABLE"
+        assert f"retry run {done.run_id}" in str(retried.value)
 
 
 async def test_a_rescore_stored_before_a_restart_is_scored_on_the_next_start(

@@ -447,6 +447,14 @@ class RunService:
                 f"run {run_id} is {run.state.value}; only a finished run can be retried",
                 metadata={"runId": run_id, "state": run.state.value},
             )
+        source = RunSpec.from_json(run.spec).rescore_of
+        if source is not None:  # its answers are copies: retrying them would call a model
+            raise FailedPrecondition(
+                ErrorReason.RUN_NOT_RETRYABLE,
+                f"run {run_id} re-scores the answers of run {source} and makes no provider "
+                f"call; retry run {source}, then rescore it again",
+                metadata={"runId": run_id, "rescoredFromRunId": source},
+            )
         known = {t.task_id for t in await self._store.get_tasks(run_id)}
         unknown = [t for t in task_ids if t not in known]
         if unknown:
