@@ -86,9 +86,11 @@ def reduce_samples(
     values = np.stack([v for v, _ in columns])
     used = np.stack([u for _, u in columns]).astype(np.float64)
     points = values.sum(axis=1) / used.sum(axis=1)
+    both = np.concatenate([values, used]).T  # one product per resample chunk, not two
 
     def means(weights: FloatArray) -> dict[str, FloatArray]:
-        sums, counts = weights @ values.T, weights @ used.T
+        product = weights @ both
+        sums, counts = product[:, : len(names)], product[:, len(names) :]
         # A resample that drew none of a reducer's records says nothing: its point.
         ratio = np.divide(
             sums, counts, out=np.broadcast_to(points, sums.shape).copy(), where=counts > 0
