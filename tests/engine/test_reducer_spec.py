@@ -52,6 +52,8 @@ def test_reducer_problems(
 def test_the_list_is_bounded_by_the_spec() -> None:
     many = [ReducerSpec(AT, 1)] * (MAX_REDUCERS + 1)
     assert reducer_problems(many, 4) == []  # named once, as "reducers", by the spec
+    at_the_bound = reducer_problems([ReducerSpec(MEAN)] * MAX_REDUCERS, 4)
+    assert len(at_the_bound) == MAX_REDUCERS - 1  # still checked entry by entry
     with pytest.raises(InvalidArgument) as info:
         RunSpec(models=("m",), datasets=(DatasetRef("d", "1"),), repeat=4, reducers=tuple(many))
     assert [v.field for v in info.value.field_violations] == ["reducers"]
