@@ -38,6 +38,22 @@ def test_names_and_stored_form() -> None:
             [("reducers[2]", "pass@2 is listed twice")],
         ),
         ([ReducerSpec("best")], 4, [("reducers[0].kind", "must be set")]),  # type: ignore[arg-type]
+        # An entry refused for its k is not also counted as a name seen.
+        (
+            [ReducerSpec(AT, 0), ReducerSpec(AT, 0)],
+            4,
+            [("reducers[0].k", "at least 1"), ("reducers[1].k", "at least 1")],
+        ),
+        (
+            [ReducerSpec(AT, 5), ReducerSpec(AT, 5)],
+            4,
+            [("reducers[0].k", "more than"), ("reducers[1].k", "more than")],
+        ),
+        (
+            [ReducerSpec(MEAN, 2), ReducerSpec(MEAN, 2)],
+            4,
+            [("reducers[0].k", "takes no k"), ("reducers[1].k", "takes no k")],
+        ),
     ],
 )
 def test_reducer_problems(
@@ -77,3 +93,10 @@ def test_task_types_that_cannot_give_a_reducer() -> None:
     fine = [("qa 1", TaskType.QA), ("mc 1", TaskType.MULTIPLE_CHOICE)]
     assert task_type_problems([ReducerSpec(MAJORITY), ReducerSpec(HAT, 2)], fine) == []
     assert task_type_problems([ReducerSpec(MEAN)], [("ner 1", TaskType.NER)]) == []
+    # One problem per reducer however many datasets lack it; any iterable of datasets.
+    twice = (("sums 1", TaskType.SUMMARIZATION), ("sums 2", TaskType.SUMMARIZATION))
+    problems = task_type_problems([ReducerSpec(MEAN), ReducerSpec(AT, 1)], twice)
+    assert [field for field, _ in problems] == ["reducers[0]", "reducers[1]"]
+    mixed = iter((("qa 1", TaskType.QA), ("ner 1", TaskType.NER)))
+    problems = task_type_problems([ReducerSpec(MEAN), ReducerSpec(MAJORITY)], mixed)
+    assert [field for field, _ in problems] == ["reducers[1]"]
