@@ -152,6 +152,7 @@ def run() -> run_pb2.Run:
         last_seq=42,
         request_id="req-7",
         cancel_reason="budget reached: spent 2.500120 USD of max_cost_usd 2.5",
+        rescored_from_run_id="run-0000",
     )
 
 

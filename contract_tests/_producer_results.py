@@ -169,6 +169,7 @@ def _shell(task_type: str, payload: Message) -> result_pb2.TaskEvaluationResult:
             bootstrap_seed=12345,
             dependencies={"numpy": "2.1.0"},
             prompt_format=enums_pb2.PROMPT_FORMAT_PLAIN,
+            rescored_from_run_id="run-0000",
             judge=result_pb2.JudgeProvenance(
                 model=model_pb2.ModelIdentity(
                     model_id="judge-large",

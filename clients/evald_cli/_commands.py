@@ -25,6 +25,7 @@ from evald_client import (
     DatasetRef,
     ErrorCategory,
     PromptOptions,
+    Reducer,
     Run,
     RunState,
     Sample,
@@ -263,6 +264,31 @@ async def retry(client: AsyncEvaldClient, args: argparse.Namespace, out: Console
         highlight=False,
     )
     return 0
+
+
+async def rescore(client: AsyncEvaldClient, args: argparse.Namespace, out: Console) -> int:
+    try:
+        reducers = [Reducer.parse(r) for r in args.reducer or ()]
+    except ValueError as exc:
+        raise CliError(f"--reducer: {exc}") from exc
+    # The server names the settings; the user typed them as these flags.
+    flags = {"request_id": "--request-id", "settings.choice_scoring": "--choice-scoring"}
+    for i, reducer in enumerate(reducers):
+        for field in (f"settings.reducers[{i}]", f"settings.reducers[{i}].k"):
+            flags[field] = f"--reducer {reducer.name}"
+    with naming_flags(flags):
+        run = await client.rescore_run(
+            args.run,
+            reducers=reducers,
+            choice_scoring=args.choice_scoring,
+            name=args.name,
+            request_id=args.request_id,
+        )
+    # The id alone on the first line, so that scripts can capture it.
+    out.print(run.run_id, markup=False, highlight=False)
+    if not args.watch:
+        return 0
+    return await _finish(client, run, out, accept_partial=args.accept_partial)
 
 
 def upload_prompt(args: argparse.Namespace) -> PromptOptions | None:

@@ -252,6 +252,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-queue samples in this state (default failed_permanent; cancelled resumes "
         "a cancelled run)",
     )
+    rescore = commands.add_parser(
+        "rescore",
+        parents=conn,
+        help="score a finished run's answers again as a new run (no provider call)",
+    )
+    rescore.add_argument("run", metavar="RUN", help="the finished run")
+    rescore.add_argument(
+        "--reducer",
+        action="append",
+        metavar="REDUCER",
+        help="pass@K, pass^K, majority or mean over each record's repeats, replacing the "
+        "run's (repeat for several)",
+    )
+    rescore.add_argument(
+        "--choice-scoring",
+        choices=["text", "logprobs"],
+        help="read multiple-choice answers as text or by their stored log-probabilities",
+    )
+    rescore.add_argument("--name", default="", help="the new run's name")
+    rescore.add_argument("--request-id", help="idempotency key")
+    rescore.add_argument(
+        "--watch",
+        action="store_true",
+        help="follow the new run until it ends; exit 0 succeeded, 3 partial, 4 failed",
+    )
+    _accept_partial(rescore)
     return parser
 
 

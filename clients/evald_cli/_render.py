@@ -159,7 +159,11 @@ def results_tables(results: Iterable[TaskResult], deltas: Deltas | None = None) 
     tables = []
     for (name, version), group in by_benchmark.items():
         metrics = sorted({m for r in group for m in r.metrics if not _with_the_counts(m)})
-        table = Table(title=f"{name}@{version} ({group[0].task_type.value})", title_justify="left")
+        title = f"{name}@{version} ({group[0].task_type.value})"
+        source = group[0].provenance.rescored_from_run_id
+        if source:  # RescoreRun: these answers were scored again, not asked for again
+            title += f", rescored from {source}"
+        table = Table(title=title, title_justify="left")
         table.add_column("model")
         table.add_column("status")
         for metric in metrics:

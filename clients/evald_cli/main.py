@@ -36,6 +36,7 @@ _CLIENT_COMMANDS: dict[str, Command] = {
     "samples": _commands.samples,
     "cancel": _commands.cancel,
     "retry": _commands.retry,
+    "rescore": _commands.rescore,
     "compare": compare,
     "report": report,
 }

@@ -389,6 +389,32 @@ class AsyncEvaldClient:
             async for item in self._pages(self._stub.ListResults, request, "results")
         ]
 
+    async def rescore_run(
+        self,
+        run_id: str,
+        *,
+        reducers: Sequence[Reducer | str] = (),
+        choice_scoring: ChoiceScoring | str | None = None,
+        name: str = "",
+        request_id: str | None = None,
+    ) -> Run:
+        """Score a finished run's stored answers again as a new run (``RescoreRun``),
+        with this server's scorers: no provider call. ``reducers`` replace the source's
+        (empty keeps them); ``choice_scoring`` reads every multiple-choice dataset as
+        text or log-probabilities. The new run's ``rescored_from_run_id`` names the
+        source; wait for it like any run."""
+        settings = run_pb2.RescoreSettings()
+        settings.reducers.extend(
+            reducer_to_proto(r if isinstance(r, Reducer) else Reducer.parse(r)) for r in reducers
+        )
+        if choice_scoring is not None:
+            settings.choice_scoring = choice_scoring_to_proto(ChoiceScoring(choice_scoring))
+        request = service_pb2.RescoreRunRequest(
+            run_id=run_id, settings=settings, name=name, request_id=request_id or ""
+        )
+        response = await self._call(self._stub.RescoreRun, request)
+        return run_from_proto(response.run)
+
     async def compare_runs(
         self,
         *,

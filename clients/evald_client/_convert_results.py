@@ -118,6 +118,7 @@ def _provenance(message: result_pb2.Provenance) -> Provenance:
         prompt_format=enum_from_proto(
             PromptFormat, enums_pb2.PromptFormat, message.prompt_format, "PROMPT_FORMAT_"
         ),
+        rescored_from_run_id=message.rescored_from_run_id,
     )
 
 

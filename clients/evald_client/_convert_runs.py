@@ -245,6 +245,7 @@ def run_from_proto(message: run_pb2.Run) -> Run:
         request_id=message.request_id,
         cancel_requested=message.cancel_requested,
         cancel_reason=message.cancel_reason,
+        rescored_from_run_id=message.rescored_from_run_id,
     )
 
 

@@ -306,6 +306,7 @@ class Run:
     request_id: str
     cancel_requested: bool = False
     cancel_reason: str = ""  # why the server cancelled it (its budget was reached)
+    rescored_from_run_id: str = ""  # a RescoreRun: the run whose answers it scores again
 
     @property
     def is_terminal(self) -> bool:

@@ -131,6 +131,7 @@ class Provenance:
     judge: "JudgeProvenance | None" = None  # runs with a judge
     # How the prompts reached the model: CHAT (the server's template) or PLAIN.
     prompt_format: PromptFormat = PromptFormat.UNSPECIFIED
+    rescored_from_run_id: str = ""  # a RescoreRun's result: the run whose answers it scored
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

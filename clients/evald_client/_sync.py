@@ -307,6 +307,26 @@ class EvaldClient:
     def results(self, run_id: str, *, task_ids: Iterable[str] = ()) -> list[TaskResult]:
         return self._portal.call(functools.partial(self._client.results, run_id, task_ids=task_ids))
 
+    def rescore_run(
+        self,
+        run_id: str,
+        *,
+        reducers: Sequence[Reducer | str] = (),
+        choice_scoring: ChoiceScoring | str | None = None,
+        name: str = "",
+        request_id: str | None = None,
+    ) -> Run:
+        return self._portal.call(
+            functools.partial(
+                self._client.rescore_run,
+                run_id,
+                reducers=reducers,
+                choice_scoring=choice_scoring,
+                name=name,
+                request_id=request_id,
+            )
+        )
+
     def compare_runs(
         self,
         *,

@@ -120,12 +120,18 @@ async def test_a_run_without_reducers_reports_none(tmp_path: Path) -> None:
         ("letters", ["pass@5"], 4, "spec.reducers[0].k", "more than the run's repeat (4)"),
         ("letters", ["pass@0"], 4, "spec.reducers[0].k", "needs k"),
         ("letters", ["mean", "mean"], 4, "spec.reducers[1]", "listed twice"),
+        ("letters", [Reducer(ReducerKind.MEAN, 2)], 4, "spec.reducers[0].k", "takes no k"),
         ("entities", ["pass@1", "majority"], 2, "spec.reducers[1]", "answer key"),
         ("summaries", ["mean"], 2, "spec.reducers[0]", "per-sample correct answer"),
     ],
 )
 async def test_reducers_that_cannot_apply_are_refused(
-    tmp_path: Path, dataset: str, reducers: list[str], repeat: int, field: str, words: str
+    tmp_path: Path,
+    dataset: str,
+    reducers: list[str | Reducer],
+    repeat: int,
+    field: str,
+    words: str,
 ) -> None:
     models = [simulated_model("sim", latency_ms=0.0)]
     async with (

@@ -35,6 +35,7 @@ RPCS = [
     "ListResults",
     "ListSamples",
     "CompareRuns",
+    "RescoreRun",
 ]
 BUF = Path(".venv/bin/buf")
 SECRET_KEY = "sk-test-never-on-the-wire"

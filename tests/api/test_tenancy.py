@@ -96,6 +96,9 @@ async def test_other_tenants_run_is_not_found_on_every_run_rpc(world: World) -> 
             "RetryRun": lambda run_id, md: stub.RetryRun(
                 service_pb2.RetryRunRequest(run_id=run_id), metadata=md
             ),
+            "RescoreRun": lambda run_id, md: stub.RescoreRun(
+                service_pb2.RescoreRunRequest(run_id=run_id), metadata=md
+            ),
             "ListResults": lambda run_id, md: stub.ListResults(
                 service_pb2.ListResultsRequest(run_id=run_id), metadata=md
             ),

@@ -137,6 +137,11 @@ def test_results_tables_show_the_reducers_with_their_interval_and_skipped_record
     assert "pass@5" in headers
     cells = [str(c) for c in table.columns[headers.index("pass@5")].cells]
     assert cells == ["", "0.812\n0.70–0.90\n2 skipped"]
+    assert table.title == "sentiment@1.0 (classification)"
+    for result in (plain, reduced):
+        result.provenance.rescored_from_run_id = "run-src"
+    (table,) = results_tables([result_from_proto(r) for r in (plain, reduced)])
+    assert table.title == "sentiment@1.0 (classification), rescored from run-src"
 
 
 def test_a_task_without_answered_samples_shows_no_latency() -> None:

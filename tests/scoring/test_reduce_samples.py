@@ -6,16 +6,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evald_server.domain import TaskType
 from evald_server.scoring import (
     CORRECTNESS,
+    RecordSamples,
     Reducer,
     SampleCorrectness,
     ScoringSample,
     pass_at_k,
     pass_hat_k,
     record_samples,
+    reduce_records,
     reduce_samples,
     score_task,
 )
@@ -142,3 +146,47 @@ def test_samples_without_a_correct_bool_are_not_counted() -> None:
     correctness = SampleCorrectness.of(["a", "a", "a"], [True, None, False])
     (grouped,) = record_samples(correctness)
     assert grouped.correct == (True, False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.booleans(), st.sampled_from("xyz")), min_size=1, max_size=6),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_the_shared_bootstrap_gives_reduce_records_values_and_its_intervals_without_skips(
+    rows: list[list[tuple[bool, str]]],
+) -> None:
+    ids = [str(i) for i, row in enumerate(rows) for _ in row]
+    correctness = SampleCorrectness.of(
+        ids, [ok for row in rows for ok, _ in row], [a for row in rows for _, a in row]
+    )
+    records = [
+        RecordSamples(str(i), tuple(ok for ok, _ in row), tuple(a for _, a in row))
+        for i, row in enumerate(rows)
+    ]
+    asked = [
+        (Reducer.PASS_AT_K, 1),
+        (Reducer.PASS_AT_K, 3),
+        (Reducer.PASS_HAT_K, 2),
+        (Reducer.MAJORITY, None),
+        (Reducer.MEAN, None),
+    ]
+    shared = {m.name: m for m in reduce_samples(correctness, asked, seed=5, resamples=200)}
+    for reducer, k in asked:
+        try:
+            alone = reduce_records(records, reducer, k, seed=5, resamples=200)
+        except ValueError:  # no record has k samples: left out
+            assert (
+                reducer.value if k is None else reducer.value.replace("k", str(k))
+            ) not in shared
+            continue
+        metric = shared[alone.name]
+        assert metric.value == pytest.approx(alone.value, abs=1e-12)
+        assert (metric.records, metric.skipped) == (alone.records, alone.skipped)
+        assert metric.interval.lower <= metric.value <= metric.interval.upper
+        if alone.skipped == 0:  # the same draws over the same records (sums in another order)
+            assert metric.interval.lower == pytest.approx(alone.interval.lower, abs=1e-12)
+            assert metric.interval.upper == pytest.approx(alone.interval.upper, abs=1e-12)

@@ -213,7 +213,7 @@ class RepeatStats(_message.Message):
     def __init__(self, repeats: _Optional[int] = ..., records: _Optional[int] = ..., mean_within_record_stddev: _Optional[float] = ..., consistent_record_fraction: _Optional[float] = ...) -> None: ...
 
 class Provenance(_message.Message):
-    __slots__ = ("contract_version", "evald_version", "scorer", "prompt_template_sha256", "dataset_sha256", "python_version", "platform", "bootstrap_seed", "dependencies", "judge", "prompt_format")
+    __slots__ = ("contract_version", "evald_version", "scorer", "prompt_template_sha256", "dataset_sha256", "python_version", "platform", "bootstrap_seed", "dependencies", "judge", "prompt_format", "rescored_from_run_id")
     class DependenciesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +232,7 @@ class Provenance(_message.Message):
     DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    RESCORED_FROM_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     contract_version: str
     evald_version: str
     scorer: str
@@ -243,7 +244,8 @@ class Provenance(_message.Message):
     dependencies: _containers.ScalarMap[str, str]
     judge: JudgeProvenance
     prompt_format: _enums_pb2.PromptFormat
-    def __init__(self, contract_version: _Optional[str] = ..., evald_version: _Optional[str] = ..., scorer: _Optional[str] = ..., prompt_template_sha256: _Optional[str] = ..., dataset_sha256: _Optional[str] = ..., python_version: _Optional[str] = ..., platform: _Optional[str] = ..., bootstrap_seed: _Optional[int] = ..., dependencies: _Optional[_Mapping[str, str]] = ..., judge: _Optional[_Union[JudgeProvenance, _Mapping]] = ..., prompt_format: _Optional[_Union[_enums_pb2.PromptFormat, str]] = ...) -> None: ...
+    rescored_from_run_id: str
+    def __init__(self, contract_version: _Optional[str] = ..., evald_version: _Optional[str] = ..., scorer: _Optional[str] = ..., prompt_template_sha256: _Optional[str] = ..., dataset_sha256: _Optional[str] = ..., python_version: _Optional[str] = ..., platform: _Optional[str] = ..., bootstrap_seed: _Optional[int] = ..., dependencies: _Optional[_Mapping[str, str]] = ..., judge: _Optional[_Union[JudgeProvenance, _Mapping]] = ..., prompt_format: _Optional[_Union[_enums_pb2.PromptFormat, str]] = ..., rescored_from_run_id: _Optional[str] = ...) -> None: ...
 
 class JudgeProvenance(_message.Message):
     __slots__ = ("model", "rubric_sha256", "score_format", "scale_min", "scale_max", "pass_threshold", "rounds", "parse_retries", "judged_samples", "unjudged_samples")

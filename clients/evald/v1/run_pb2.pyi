@@ -57,6 +57,14 @@ class RunSpec(_message.Message):
     reducers: _containers.RepeatedCompositeFieldContainer[Reducer]
     def __init__(self, name: _Optional[str] = ..., model_ids: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[_Union[_dataset_pb2.DatasetRef, _Mapping]]] = ..., max_concurrency: _Optional[int] = ..., repeat: _Optional[int] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., generation_overrides: _Optional[_Union[_model_pb2.GenerationParams, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., dataset_options: _Optional[_Iterable[_Union[DatasetRunOptions, _Mapping]]] = ..., prompt: _Optional[_Union[_dataset_pb2.PromptOptions, _Mapping]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ..., budget: _Optional[_Union[RunBudget, _Mapping]] = ..., judge: _Optional[_Union[JudgeSpec, _Mapping]] = ..., response_cache: _Optional[bool] = ..., prompt_format: _Optional[_Union[_enums_pb2.PromptFormat, str]] = ..., reducers: _Optional[_Iterable[_Union[Reducer, _Mapping]]] = ...) -> None: ...
 
+class RescoreSettings(_message.Message):
+    __slots__ = ("reducers", "choice_scoring")
+    REDUCERS_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_SCORING_FIELD_NUMBER: _ClassVar[int]
+    reducers: _containers.RepeatedCompositeFieldContainer[Reducer]
+    choice_scoring: _enums_pb2.ChoiceScoring
+    def __init__(self, reducers: _Optional[_Iterable[_Union[Reducer, _Mapping]]] = ..., choice_scoring: _Optional[_Union[_enums_pb2.ChoiceScoring, str]] = ...) -> None: ...
+
 class Reducer(_message.Message):
     __slots__ = ("kind", "k")
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -152,7 +160,7 @@ class RetryCounts(_message.Message):
     def __init__(self, rate_limited: _Optional[int] = ..., timeout: _Optional[int] = ..., transient: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "spec", "state", "progress", "created_time", "started_time", "finished_time", "last_seq", "request_id", "cancel_requested", "cancel_reason")
+    __slots__ = ("run_id", "spec", "state", "progress", "created_time", "started_time", "finished_time", "last_seq", "request_id", "cancel_requested", "cancel_reason", "rescored_from_run_id")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +172,7 @@ class Run(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
+    RESCORED_FROM_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     spec: RunSpec
     state: _enums_pb2.RunState
@@ -175,7 +184,8 @@ class Run(_message.Message):
     request_id: str
     cancel_requested: bool
     cancel_reason: str
-    def __init__(self, run_id: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seq: _Optional[int] = ..., request_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
+    rescored_from_run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[_enums_pb2.RunState, str]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seq: _Optional[int] = ..., request_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., cancel_reason: _Optional[str] = ..., rescored_from_run_id: _Optional[str] = ...) -> None: ...
 
 class SubtaskCounts(_message.Message):
     __slots__ = ("total", "pending", "running", "retrying", "succeeded", "failed_permanent", "cancelled", "queued")

@@ -226,6 +226,24 @@ class CompareRunsRequest(_message.Message):
     seed: int
     def __init__(self, baseline_run_id: _Optional[str] = ..., candidate_run_id: _Optional[str] = ..., model_pairs: _Optional[_Iterable[_Union[_comparison_pb2.ModelPair, _Mapping]]] = ..., resamples: _Optional[int] = ..., permutations: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
+class RescoreRunRequest(_message.Message):
+    __slots__ = ("run_id", "settings", "name", "request_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    settings: _run_pb2.RescoreSettings
+    name: str
+    request_id: str
+    def __init__(self, run_id: _Optional[str] = ..., settings: _Optional[_Union[_run_pb2.RescoreSettings, _Mapping]] = ..., name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RescoreRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _run_pb2.Run
+    def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ...) -> None: ...
+
 class CompareRunsResponse(_message.Message):
     __slots__ = ("comparison",)
     COMPARISON_FIELD_NUMBER: _ClassVar[int]

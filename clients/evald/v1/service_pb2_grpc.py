@@ -107,6 +107,11 @@ class EvaluationServiceStub:
                 request_serializer=evald_dot_v1_dot_service__pb2.CompareRunsRequest.SerializeToString,
                 response_deserializer=evald_dot_v1_dot_service__pb2.CompareRunsResponse.FromString,
                 _registered_method=True)
+        self.RescoreRun = channel.unary_unary(
+                '/evald.v1.EvaluationService/RescoreRun',
+                request_serializer=evald_dot_v1_dot_service__pb2.RescoreRunRequest.SerializeToString,
+                response_deserializer=evald_dot_v1_dot_service__pb2.RescoreRunResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluationServiceServicer:
@@ -219,6 +224,16 @@ class EvaluationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RescoreRun(self, request, context):
+        """Scores a finished run's stored answers again, as a new run, with this server's
+        scorer versions and, optionally, other scoring settings: no provider call. The new
+        run's spec and every result's provenance name the source run; CompareRuns pairs
+        the two. FAILED_PRECONDITION while the source run is not finished.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -286,6 +301,11 @@ def add_EvaluationServiceServicer_to_server(servicer, server):
                     servicer.CompareRuns,
                     request_deserializer=evald_dot_v1_dot_service__pb2.CompareRunsRequest.FromString,
                     response_serializer=evald_dot_v1_dot_service__pb2.CompareRunsResponse.SerializeToString,
+            ),
+            'RescoreRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RescoreRun,
+                    request_deserializer=evald_dot_v1_dot_service__pb2.RescoreRunRequest.FromString,
+                    response_serializer=evald_dot_v1_dot_service__pb2.RescoreRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -647,6 +667,33 @@ class EvaluationService:
             '/evald.v1.EvaluationService/CompareRuns',
             evald_dot_v1_dot_service__pb2.CompareRunsRequest.SerializeToString,
             evald_dot_v1_dot_service__pb2.CompareRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RescoreRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evald.v1.EvaluationService/RescoreRun',
+            evald_dot_v1_dot_service__pb2.RescoreRunRequest.SerializeToString,
+            evald_dot_v1_dot_service__pb2.RescoreRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

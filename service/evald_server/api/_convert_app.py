@@ -37,6 +37,7 @@ from evald_server.app import (
     DatasetRef,
     ModelActivity,
     ModelInfo,
+    RescoreSettings,
     RetryPolicy,
     Run,
     RunEvent,
@@ -193,6 +194,17 @@ def _reducers(entries: Sequence[run_pb2.Reducer]) -> tuple[ReducerSpec, ...]:
     return tuple(reducers)
 
 
+def rescore_settings_from_proto(message: run_pb2.RescoreSettings) -> RescoreSettings:
+    """What RescoreRun changes; a bad field is named by its path in the request."""
+    try:
+        reducers = _reducers(message.reducers) if message.reducers else None
+        scoring = choice_scoring_from_proto(message.choice_scoring, "choice_scoring")
+    except InvalidArgument as error:
+        error.with_field_paths(lambda field: f"settings.{field}")
+        raise
+    return RescoreSettings(reducers=reducers, choice_scoring=scoring)
+
+
 # -- domain → responses --------------------------------------------------------------
 
 
@@ -345,6 +357,7 @@ def run_to_proto(run: Run) -> run_pb2.Run:
         request_id=run.request_id or "",
         cancel_requested=run.cancel_requested,
         cancel_reason=run.cancel_reason or "",
+        rescored_from_run_id=run.spec.rescore_of or "",
     )
     if run.started_at is not None:
         message.started_time.CopyFrom(timestamp(run.started_at))

@@ -82,6 +82,7 @@ def evaluation_to_proto(evaluation: TaskEvaluation) -> result_pb2.TaskEvaluation
             platform=provenance.platform,
             bootstrap_seed=provenance.bootstrap_seed,
             dependencies=provenance.dependencies,
+            rescored_from_run_id=provenance.rescored_from or "",
         ),
         created_time=timestamp(evaluation.created_at),
     )

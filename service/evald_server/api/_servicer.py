@@ -16,6 +16,7 @@ from evald_server.api._convert_app import (
     event_to_proto,
     header_from_proto,
     model_to_proto,
+    rescore_settings_from_proto,
     run_to_proto,
     sample_to_proto,
     spec_from_proto,
@@ -306,6 +307,19 @@ class EvaluationServicer(service_pb2_grpc.EvaluationServiceServicer):
             samples=[sample_to_proto(s) for s in page.items],
             next_page_token=page.next_page_token,
         )
+
+    @unary
+    async def RescoreRun(
+        self, request: service_pb2.RescoreRunRequest, context: Context, tenant: str
+    ) -> service_pb2.RescoreRunResponse:
+        run = await self.app.runs.rescore(
+            tenant,
+            _required(request.run_id, "run_id"),
+            rescore_settings_from_proto(request.settings),
+            name=request.name,
+            request_id=request.request_id or None,
+        )
+        return service_pb2.RescoreRunResponse(run=run_to_proto(run))
 
     @unary
     async def CompareRuns(

@@ -3,6 +3,7 @@ calls, ``Evald`` (the composition root that builds, starts and drains them), and
 domain objects they take and return (no proto here)."""
 
 from evald_server.app._composition import Evald
+from evald_server.app._rescoring import RescoreSettings
 from evald_server.app._types import Dataset, DatasetHeader, ModelInfo, Run, Sample
 from evald_server.engine import (
     DatasetRef,
@@ -22,6 +23,7 @@ __all__ = [
     "Evald",
     "ModelActivity",
     "ModelInfo",
+    "RescoreSettings",
     "RetryPolicy",
     "Run",
     "RunEvent",

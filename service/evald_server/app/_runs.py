@@ -13,6 +13,12 @@ from contextlib import aclosing
 import anyio
 
 from evald_server.app._pages import integer, keyset, page_query
+from evald_server.app._rescoring import (
+    RescoreSettings,
+    check_rescore,
+    rescore_tasks,
+    rescored_spec,
+)
 from evald_server.app._sample_pages import SampleBudget, cost, fitted
 from evald_server.app._types import Page, Run, Sample
 from evald_server.config import ModelConfig, ServerConfig
@@ -184,19 +190,27 @@ class RunService:
         tasks = await self._store.get_tasks(row.run_id)
         return Run.of(row, tasks, now=time.time(), calls=self._engine.calls_in_flight())
 
+    async def _earlier(self, tenant: str, request_id: str | None, request_hash: str) -> Run | None:
+        """The run this ``request_id`` created before (ALREADY_EXISTS for another body)."""
+        if request_id is None:
+            return None
+        if not 0 < len(request_id) <= 128:
+            raise field_error(
+                "request_id",
+                "must be 1-128 characters",
+                f"request_id must be 1-128 characters, got {len(request_id)}",
+            )
+        existing = await self._store.find_run_by_request(tenant, request_id)
+        if existing is None:
+            return None
+        return await self._replay(existing, request_id, request_hash)
+
     async def create(self, tenant: str, spec: RunSpec, request_id: str | None = None) -> Run:
         """The new run, or the run this ``request_id`` created before."""
         request_hash = spec.body_hash()
-        if request_id is not None:
-            if not 0 < len(request_id) <= 128:
-                raise field_error(
-                    "request_id",
-                    "must be 1-128 characters",
-                    f"request_id must be 1-128 characters, got {len(request_id)}",
-                )
-            existing = await self._store.find_run_by_request(tenant, request_id)
-            if existing is not None:
-                return await self._replay(existing, request_id, request_hash)
+        earlier = await self._earlier(tenant, request_id, request_hash)
+        if earlier is not None:
+            return earlier
         datasets = await self._validate(tenant, spec)
         run_id = f"run_{uuid.uuid4().hex[:16]}"
         tasks: list[NewTask] = []
@@ -234,18 +248,80 @@ class RunService:
             request_id=request_id,
             request_hash=request_hash,
         )
-        cap = self._config.limits.max_runs_in_flight_per_tenant
         try:
-            row, created = await self._store.create_run(new, tasks, max_live_runs=cap)
+            row, created = await self._store.create_run(new, tasks, max_live_runs=self._cap)
         except LiveRunLimitReached as exc:
-            raise ResourceExhausted(
-                ErrorReason.LIMIT_EXCEEDED,
-                f"{exc.live} runs are in flight, the limit max_runs_in_flight_per_tenant is {cap}",
-                metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": cap},
-            ) from exc
+            raise self._over_cap(exc) from exc
         if not created:  # a concurrent create with the same request_id won
             return await self._replay(row, request_id or "", request_hash)
         await self._engine.register_run(run_id)
+        return await self._run(row)
+
+    @property
+    def _cap(self) -> int:
+        return self._config.limits.max_runs_in_flight_per_tenant
+
+    def _over_cap(self, exc: LiveRunLimitReached) -> ResourceExhausted:
+        return ResourceExhausted(
+            ErrorReason.LIMIT_EXCEEDED,
+            f"{exc.live} runs are in flight, the limit max_runs_in_flight_per_tenant is "
+            f"{self._cap}",
+            metadata={"limit": "max_runs_in_flight_per_tenant", "limitValue": self._cap},
+        )
+
+    async def rescore(
+        self,
+        tenant: str,
+        run_id: str,
+        settings: RescoreSettings,
+        *,
+        name: str = "",
+        request_id: str | None = None,
+    ) -> Run:
+        """A new run that scores the finished run ``run_id``'s stored answers again
+        (``_rescoring``): no provider call. NOT_FOUND for another tenant's or an unknown
+        run, FAILED_PRECONDITION while it is not finished."""
+        source = await self._owned(tenant, run_id)
+        if not source.state.is_terminal:
+            raise FailedPrecondition(
+                ErrorReason.RUN_NOT_FINISHED,
+                f"run {run_id} is {source.state.value}: only a finished run's answers can be "
+                "scored again",
+                metadata={"runId": run_id, "state": source.state.value},
+            )
+        source_spec = RunSpec.from_json(source.spec)
+        spec = rescored_spec(source_spec, run_id, settings, name=name)
+        request_hash = spec.body_hash()
+        earlier = await self._earlier(tenant, request_id, request_hash)
+        if earlier is not None:
+            return earlier
+        source_tasks = await self._store.get_tasks(run_id)
+        datasets: dict[str, DatasetRow] = {}
+        for task in source_tasks:
+            if task.dataset_id not in datasets:
+                found = await self._store.get_dataset(task.dataset_id)
+                assert found is not None  # a run's datasets are never deleted
+                datasets[task.dataset_id] = found
+        check_rescore(spec, source_spec, datasets)
+        new_id = f"run_{uuid.uuid4().hex[:16]}"
+        new = NewRun(
+            run_id=new_id,
+            tenant=tenant,
+            name=spec.name,
+            spec=spec.to_json(),
+            repeat=spec.repeat,
+            created_at=time.time(),
+            request_id=request_id,
+            request_hash=request_hash,
+        )
+        tasks = rescore_tasks(new_id, spec, source_tasks, datasets)
+        try:
+            row, created = await self._store.create_rescore_run(new, tasks, max_live_runs=self._cap)
+        except LiveRunLimitReached as exc:
+            raise self._over_cap(exc) from exc
+        if not created:  # a concurrent rescore with the same request_id won
+            return await self._replay(row, request_id or "", request_hash)
+        await self._engine.start_rescore(new_id)
         return await self._run(row)
 
     def _judge_identity(self, spec: RunSpec) -> ModelIdentity | None:
@@ -454,6 +530,14 @@ class RunService:
                 ErrorReason.RUN_NOT_RETRYABLE,
                 f"run {run_id} is {run.state.value}; only a finished run can be retried",
                 metadata={"runId": run_id, "state": run.state.value},
+            )
+        source = RunSpec.from_json(run.spec).rescore_of
+        if source is not None:  # its answers are copies: retrying them would call a model
+            raise FailedPrecondition(
+                ErrorReason.RUN_NOT_RETRYABLE,
+                f"run {run_id} re-scores the answers of run {source} and makes no provider "
+                f"call; retry run {source}, then rescore it again",
+                metadata={"runId": run_id, "rescoredFromRunId": source},
             )
         known = {t.task_id for t in await self._store.get_tasks(run_id)}
         unknown = [t for t in task_ids if t not in known]

@@ -280,6 +280,13 @@ class Engine:
         self.progress.started(run_id)
         self.dispatcher.add_work(run_id, sorted(live & set(self._providers)))
 
+    async def start_rescore(self, run_id: str) -> None:
+        """A rescored run (``Store.create_rescore_run``): registered as any run, and its
+        tasks, already in ``scoring``, handed to the task scorer."""
+        await self.register_run(run_id)
+        tasks = await self.store.get_tasks(run_id)
+        self.task_scorer.schedule(t.task_id for t in tasks if t.state is TaskState.SCORING)
+
     async def _fail_missing_model(self, run_id: str, model_id: str) -> None:
         error = EvalError.of(
             ErrorReason.MODEL_NOT_FOUND,

@@ -151,6 +151,7 @@ class Provenance:
     judge: JudgeProvenance | None = None  # model-graded scoring, when the run asked for it
     # How the prompts reached the model (None: a result written before evald kept it).
     prompt_format: PromptFormat | None = None
+    rescored_from: str | None = None  # RescoreRun: the run whose answers were scored again
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +274,7 @@ def assemble_evaluation(
     judge_profile: ExecutionProfile | None = None,
     reduced: tuple[ReducedMetric, ...] = (),
     prompt_format: PromptFormat | None = None,
+    rescored_from: str | None = None,
 ) -> TaskEvaluation:
     """The result of a scored task (``report`` None when nothing could be scored);
     ``judge`` and ``judge_profile`` when a judge model graded its answers."""
@@ -304,6 +306,7 @@ def assemble_evaluation(
             dependencies=scorer_dependencies(dataset.task_type) if report is not None else {},
             judge=judge,
             prompt_format=prompt_format,
+            rescored_from=rescored_from,
         ),
         created_at=now,
         judge_profile=judge_profile,

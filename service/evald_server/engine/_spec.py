@@ -69,6 +69,8 @@ class RunSpec:
     response_cache: bool = False  # answer from (and fill) the response cache
     reducers: tuple[ReducerSpec, ...] = ()  # over each record's repeats (_reducer_spec)
     prompt_format: PromptFormat | None = None  # None: chat (loglikelihood: plain)
+    # A run made by RescoreRun: the run whose stored answers it scores again.
+    rescore_of: str | None = None
 
     def __post_init__(self) -> None:
         problems = list(_problems(self)) + _dataset_problems(self)
@@ -116,6 +118,8 @@ class RunSpec:
             data["reducers"] = [r.to_json() for r in self.reducers]
         if self.prompt_format is not None:
             data["prompt_format"] = self.prompt_format.value
+        if self.rescore_of is not None:
+            data["rescore_of"] = self.rescore_of
         return data
 
     def options_for(self, ref: DatasetRef) -> DatasetOptions | None:
@@ -205,6 +209,7 @@ class RunSpec:
             prompt_format=None
             if data.get("prompt_format") is None
             else PromptFormat(data["prompt_format"]),
+            rescore_of=data.get("rescore_of"),
         )
 
     def body_hash(self) -> str:

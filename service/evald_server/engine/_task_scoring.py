@@ -217,6 +217,7 @@ class TaskScorer:
             else _judge_provenance(models.judge, spec.judge, judging),
             judge_profile=judge_profile,
             reduced=reduced,
+            rescored_from=spec.rescore_of,
         )
         scores: Iterable[SampleScoreRow] = _sample_rows(report, judging)
         body = evaluation.to_json()
