@@ -3,4 +3,4 @@
 
 # The newest released contract version (contract_tests/baselines/evald-v<VERSION>.binpb),
 # which servers report in Provenance.contract_version.
-CONTRACT_VERSION = "1.4.0"
+CONTRACT_VERSION = "1.5.0"

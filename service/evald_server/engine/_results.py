@@ -40,7 +40,7 @@ from evald_server.scoring import (
 )
 from evald_server.store import DatasetRow, TaskRow
 
-CONTRACT_VERSION = "1.4.0"
+CONTRACT_VERSION = "1.5.0"
 
 
 @dataclass(frozen=True, slots=True)
