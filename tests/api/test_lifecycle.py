@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from evald_client import AsyncEvaldClient, Progress, ResultStatus, RunState, TaskScored
+from evald_client import (
+    AsyncEvaldClient,
+    Heartbeat,
+    Progress,
+    ResultStatus,
+    RunState,
+    TaskScored,
+)
 from tests.harness import make_config, running_server
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +43,9 @@ async def test_upload_run_watch_results_samples(tmp_path: Path) -> None:
             models=["sim-good", "sim-weak"], datasets=[("lamps", "1.0.0")], name="lifecycle"
         )
         events = [event async for event in client.watch(run.run_id)]
-        seqs = [event.seq for event in events]
+        # A heartbeat repeats the current seq (the contract's): on a loaded machine the
+        # run lasts long enough for one, so only logged events must be strictly in order.
+        seqs = [event.seq for event in events if not isinstance(event, Heartbeat)]
         assert seqs == sorted(set(seqs)), "no duplicate, in order"
         scored = [e for e in events if isinstance(e, TaskScored)]
         assert len(scored) == 2
