@@ -158,6 +158,22 @@ def _check_reducers(spec: RunSpec, datasets: Sequence[DatasetRow]) -> None:
         )
 
 
+def _new_run(
+    run_id: str, tenant: str, spec: RunSpec, request_id: str | None, request_hash: str | None
+) -> NewRun:
+    """The run row CreateRun and RescoreRun store, created now."""
+    return NewRun(
+        run_id=run_id,
+        tenant=tenant,
+        name=spec.name,
+        spec=spec.to_json(),
+        repeat=spec.repeat,
+        created_at=time.time(),
+        request_id=request_id,
+        request_hash=request_hash,
+    )
+
+
 class RunService:
     def __init__(self, config: ServerConfig, store: Store, engine: Engine) -> None:
         self._config = config
@@ -238,16 +254,7 @@ class RunService:
                         judge_rounds=0 if spec.judge is None else spec.judge.rounds,
                     )
                 )
-        new = NewRun(
-            run_id=run_id,
-            tenant=tenant,
-            name=spec.name,
-            spec=spec.to_json(),
-            repeat=spec.repeat,
-            created_at=time.time(),
-            request_id=request_id,
-            request_hash=request_hash,
-        )
+        new = _new_run(run_id, tenant, spec, request_id, request_hash)
         try:
             row, created = await self._store.create_run(new, tasks, max_live_runs=self._cap)
         except LiveRunLimitReached as exc:
@@ -304,16 +311,7 @@ class RunService:
                 datasets[task.dataset_id] = found
         check_rescore(spec, source_spec, datasets)
         new_id = f"run_{uuid.uuid4().hex[:16]}"
-        new = NewRun(
-            run_id=new_id,
-            tenant=tenant,
-            name=spec.name,
-            spec=spec.to_json(),
-            repeat=spec.repeat,
-            created_at=time.time(),
-            request_id=request_id,
-            request_hash=request_hash,
-        )
+        new = _new_run(new_id, tenant, spec, request_id, request_hash)
         tasks = rescore_tasks(new_id, spec, source_tasks, datasets)
         try:
             row, created = await self._store.create_rescore_run(new, tasks, max_live_runs=self._cap)
