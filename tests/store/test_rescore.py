@@ -2,6 +2,7 @@
 terminal answers into a new run whose tasks wait in ``scoring`` — all of it or nothing,
 idempotent by request id, and found again after a restart."""
 
+import dataclasses
 import sqlite3
 import time
 
@@ -14,6 +15,7 @@ from evald_server.domain import (
     EventKind,
     OutcomeKind,
     RunState,
+    SubtaskPhase,
     SubtaskState,
     TaskState,
 )
@@ -187,3 +189,61 @@ async def test_a_rescored_run_is_found_again_after_a_restart(store: Store, reope
     assert await store.requeue_running(owner=None, now=time.time()) == 0
     copied = await store.task_subtasks("run_2_t0", (), 0, 100)
     assert [s.state for s in copied].count(SubtaskState.SUCCEEDED) == 5
+
+
+async def test_a_rescore_copies_the_judge_verdicts_linked_to_the_copied_answers(
+    store: Store,
+) -> None:
+    """A judged source: each judge subtask comes along with its verdict (or failure),
+    graded answer re-linked to that answer's copy; the judge model has nothing to do."""
+    ds = await add_dataset(store, records=3)
+    run = await add_run(store, [ds], judge=("judge", 1))
+    answers = (await store.claim_ready(run.run_id, "m1", 3, time.time())).subtasks
+    await store.record_outcomes(
+        [outcome(a, OutcomeKind.SUCCEEDED, output=f"a{a.record_idx}") for a in answers],
+        time.time(),
+    )
+    judged = sorted(
+        (await store.claim_ready(run.run_id, "judge", 10, time.time())).subtasks,
+        key=lambda j: j.record_idx,
+    )
+    verdicts = [4.0, 1.0, None]
+    await store.record_outcomes(
+        [
+            outcome(j, OutcomeKind.SUCCEEDED, output="SCORE", verdict=v, phase=SubtaskPhase.JUDGE)
+            if v is not None
+            else outcome(
+                j,
+                OutcomeKind.FAILED_PERMANENT,
+                error=EvalError.of(ErrorReason.JUDGE_VERDICT_UNPARSEABLE, "no verdict line"),
+                phase=SubtaskPhase.JUDGE,
+            )
+            for j, v in zip(judged, verdicts, strict=True)
+        ],
+        time.time(),
+    )
+    assert await store.claim_scoring("run_1_t0")
+    await store.finish_task(
+        TaskFinish("run_1_t0", TaskState.PARTIAL, "partial_success", {}, time=time.time())
+    )
+    new, tasks = _rescore()
+    await store.create_rescore_run(dataclasses.replace(new, repeat=1), tasks)
+
+    copied = {o.row_id: o.record_id for o in await store.task_outputs("run_2_t0", 0, 10)}
+    source = {o.row_id: o.record_id for o in await store.task_outputs("run_1_t0", 0, 10)}
+    again = await store.task_verdicts("run_2_t0", 0, 10)
+    before = await store.task_verdicts("run_1_t0", 0, 10)
+    assert [(copied[v.judged_row_id], v.state, v.verdict, v.error_reason) for v in again] == [
+        (source[v.judged_row_id], v.state, v.verdict, v.error_reason) for v in before
+    ]
+    (task,) = await store.get_tasks("run_2")
+    assert task.state is TaskState.SCORING
+    assert (task.counters.total, task.counters.succeeded, task.counters.failed_permanent) == (
+        6,
+        5,
+        1,
+    )
+    await assert_counters_match_recount(store, "run_2")
+    profile = await store.profile_inputs("run_2_t0", phase=SubtaskPhase.JUDGE)
+    assert (profile.counters.total, profile.counters.failed_permanent) == (3, 1)
+    assert (await store.claim_ready("run_2", "judge", 10, time.time())).subtasks == ()

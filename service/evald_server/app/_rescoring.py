@@ -2,10 +2,10 @@
 provider call.
 
 The new run's spec is the source's with the scoring settings replaced
-(``RescoreSettings``) and what would call a model dropped (the judge: its verdicts are
-model calls, so a rescored run has no judge metrics), plus ``rescore_of``, which its
-results' provenance carries. The store copies the source's terminal answers into the
-new run in one transaction (``Store.create_rescore_run``); its tasks start in
+(``RescoreSettings``), plus ``rescore_of``, which its results' provenance carries. The
+store copies the source's terminal answers, and the judge subtasks that graded them
+(their verdicts), into the new run in one transaction (``Store.create_rescore_run``):
+the source's judge is kept and its verdicts read again, never asked again; its tasks start in
 ``scoring`` and are scored by the current scorers like any finished task — after a
 restart too. A new setting is a field of ``RescoreSettings`` applied in
 ``rescored_spec`` (code tasks will add their sandbox limits there).
@@ -21,7 +21,6 @@ from evald_server.engine import (
     ReducerSpec,
     RunBudget,
     RunSpec,
-    TaskModels,
     task_type_problems,
 )
 from evald_server.store import DatasetRow, RescoreTask, TaskRow
@@ -55,7 +54,6 @@ def rescored_spec(
             reducers=source.reducers if settings.reducers is None else settings.reducers,
             choice_scoring=settings.choice_scoring or source.choice_scoring,
             dataset_options=options,
-            judge=None,
             response_cache=False,
             budget=RunBudget(),
             rescore_of=source_run_id,
@@ -103,19 +101,19 @@ def rescore_tasks(
     source_tasks: Sequence[TaskRow],
     datasets: Mapping[str, DatasetRow],
 ) -> list[RescoreTask]:
-    """One new task per source task, over a copy of its answers; the model identity
-    without a judge; log-probabilities kept only where they are read."""
+    """One new task per source task, over a copy of its answers (and its judge's
+    verdicts: the models as the source froze them, judge included); log-probabilities
+    kept only where they are read."""
     tasks = []
     for task in source_tasks:
         dataset = datasets[task.dataset_id]
         ref = DatasetRef(dataset.name, dataset.benchmark_version)
-        models = TaskModels.from_json(task.model)
         tasks.append(
             RescoreTask(
                 task_id=f"{run_id}-t{task.ordinal}",
                 ordinal=task.ordinal,
                 model_id=task.model_id,
-                model=TaskModels(models.answer, None).to_json(),
+                model=task.model,
                 dataset_id=task.dataset_id,
                 source_task_id=task.task_id,
                 keep_logprobs=spec.choice_scoring_for(ref) is ChoiceScoring.LOGPROBS,

@@ -310,6 +310,8 @@ class RunService:
                 assert found is not None  # a run's datasets are never deleted
                 datasets[task.dataset_id] = found
         check_rescore(spec, source_spec, datasets)
+        # A code task's programs run again, in this server's sandbox as configured now.
+        await self._check_sandbox(list(datasets.values()))
         new_id = f"run_{uuid.uuid4().hex[:16]}"
         new = _new_run(new_id, tenant, spec, request_id, request_hash)
         tasks = rescore_tasks(new_id, spec, source_tasks, datasets)

@@ -90,7 +90,7 @@ class RescoreTask:
     task_id: str
     ordinal: int
     model_id: str
-    model: Json  # the source task's model identity (no judge)
+    model: Json  # the source task's model identity, its judge included
     dataset_id: str
     source_task_id: str
     keep_logprobs: bool = True

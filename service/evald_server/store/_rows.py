@@ -368,6 +368,16 @@ COPIED_SUBTASK_COLUMNS: tuple[str, ...] = (
     "answer_flags",
 )
 COPIED_STATES = ("succeeded", "failed_permanent", "cancelled")
+# What it copies of each judge subtask that graded a copied answer: the judge's call and
+# its verdict, so the rescored task's judge metrics come back without a judge call. The
+# copy's ``judged_row_id`` is the copied answer's row (same record and repeat).
+COPIED_JUDGE_COLUMNS: tuple[str, ...] = (
+    *(c for c in COPIED_SUBTASK_COLUMNS if c != "top_logprobs"),
+    "phase",
+    "judge_round",
+    "verdict",
+)
+COPIED_JUDGE_SELECT = ", ".join(f"j.{c}" for c in COPIED_JUDGE_COLUMNS)  # FROM subtasks j
 
 
 def copied_select(keep_logprobs: bool) -> str:

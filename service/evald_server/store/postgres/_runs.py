@@ -47,6 +47,8 @@ from evald_server.store._records import (
 )
 from evald_server.store._rows import (
     ANSWER_COLUMNS,
+    COPIED_JUDGE_COLUMNS,
+    COPIED_JUDGE_SELECT,
     COPIED_STATES,
     COPIED_SUBTASK_COLUMNS,
     COUNTER_COLUMNS,
@@ -180,6 +182,17 @@ async def create_rescore_run(
                 f"INSERT INTO subtasks (run_id, task_id, {', '.join(COPIED_SUBTASK_COLUMNS)}) "
                 f"SELECT $1, $2, {copied_select(task.keep_logprobs)} FROM subtasks "
                 f"WHERE task_id = $3 AND phase = 0 AND state IN ({states}) ORDER BY row_id",
+                run.run_id,
+                task.task_id,
+                task.source_task_id,
+            )
+            await conn.execute(
+                f"INSERT INTO subtasks (run_id, task_id, {', '.join(COPIED_JUDGE_COLUMNS)}, "
+                f"judged_row_id) SELECT $1, $2, {COPIED_JUDGE_SELECT}, "
+                "n.row_id FROM subtasks j JOIN subtasks a ON a.row_id = j.judged_row_id "
+                "JOIN subtasks n ON n.task_id = $2 AND n.phase = 0 "
+                "AND n.record_idx = a.record_idx AND n.repeat_index = a.repeat_index "
+                f"WHERE j.task_id = $3 AND j.phase = 1 AND j.state IN ({states}) ORDER BY j.row_id",
                 run.run_id,
                 task.task_id,
                 task.source_task_id,

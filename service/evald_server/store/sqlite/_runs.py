@@ -44,6 +44,8 @@ from evald_server.store._records import (
 )
 from evald_server.store._rows import (
     ANSWER_COLUMNS,
+    COPIED_JUDGE_COLUMNS,
+    COPIED_JUDGE_SELECT,
     COPIED_STATES,
     COPIED_SUBTASK_COLUMNS,
     COUNTER_COLUMNS,
@@ -141,7 +143,8 @@ def create_rescore_run(
     max_live_runs: int | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert a rescored run, its tasks (in ``scoring``) and a copy of each source
-    task's terminal answers, in one transaction: all of it or nothing. Idempotent by
+    task's terminal answers and of the judge subtasks that graded them, in one
+    transaction: all of it or nothing. Idempotent by
     ``request_id`` and quota-checked as ``create_run``."""
     with transaction(conn):
         existing = _existing_or_over_quota(conn, run, max_live_runs)
@@ -165,6 +168,16 @@ def create_rescore_run(
                 f"WHERE task_id = ? AND phase = 0 AND state IN ({marks(len(COPIED_STATES))}) "
                 "ORDER BY row_id",
                 (run.run_id, task.task_id, task.source_task_id, *COPIED_STATES),
+            )
+            conn.execute(
+                f"INSERT INTO subtasks (run_id, task_id, {', '.join(COPIED_JUDGE_COLUMNS)}, "
+                f"judged_row_id) SELECT ?, ?, {COPIED_JUDGE_SELECT}, "
+                "n.row_id FROM subtasks j JOIN subtasks a ON a.row_id = j.judged_row_id "
+                "JOIN subtasks n ON n.task_id = ? AND n.phase = 0 "
+                "AND n.record_idx = a.record_idx AND n.repeat_index = a.repeat_index "
+                f"WHERE j.task_id = ? AND j.phase = 1 AND j.state IN ({marks(len(COPIED_STATES))}) "
+                "ORDER BY j.row_id",
+                (run.run_id, task.task_id, task.task_id, task.source_task_id, *COPIED_STATES),
             )
         counters = copied_counters(
             conn.execute(
