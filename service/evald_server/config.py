@@ -100,6 +100,10 @@ class ModelConfig(_Section):
     # sends and every server accepts (llama-cpp-python reads 0 as "until the context is
     # full"); 0 where a server generates nothing for it (OpenAI's legacy completions).
     echo_max_tokens: Literal[0, 1] = 1
+    # Where a loglikelihood call reads the prompt's log-probabilities: "echo" (echo +
+    # logprobs, as OpenAI's legacy completions, vLLM and llama-cpp-python offer) or
+    # "prompt_logprobs" (vLLM's prompt_logprobs, no echo).
+    loglikelihood_source: Literal["echo", "prompt_logprobs"] = "echo"
     # How a structured-output task asks this model for JSON following a record's schema,
     # besides the prompt (which always shows it): "prompt" (nothing more), "json_schema"
     # (OpenAI's response_format, vLLM), "json_object" (response_format json_object with

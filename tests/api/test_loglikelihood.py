@@ -71,9 +71,13 @@ def _model(fake: FakeProvider, **fields: Any) -> dict[str, Any]:
 
 
 async def _run(
-    tmp_path: Path, fake: FakeProvider, records: list[dict[str, Any]], continuation: str
+    tmp_path: Path,
+    fake: FakeProvider,
+    records: list[dict[str, Any]],
+    continuation: str,
+    **model: Any,
 ) -> tuple[Any, list[Any]]:
-    config = make_config(tmp_path, models=[_model(fake)])
+    config = make_config(tmp_path, models=[_model(fake, **model)])
     async with running_server(config) as address, AsyncEvaldClient(address) as client:
         await client.upload_dataset(
             name="mc", version="1.0.0", task_type="multiple_choice", records=records
@@ -128,6 +132,29 @@ async def test_texts_acc_norm_divides_by_the_choice_length(tmp_path: Path) -> No
     assert result.metrics["acc"] == 0.0
     assert result.metrics["acc_norm"] == 1.0
     assert result.metrics["acc_bytes"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("continuation", ["letters", "texts"])
+async def test_vllm_prompt_logprobs_score_exactly_as_the_echo(
+    tmp_path: Path, continuation: str
+) -> None:
+    """The same records scored from a consistent echo and from prompt_logprobs: the
+    same sums and metrics. The second fake's echo is llama-cpp-python's (inconsistent),
+    so only prompt_logprobs can score there."""
+    records = LETTERS if continuation == "letters" else TEXTS
+    for run in ("echo", "prompt"):
+        (tmp_path / run).mkdir()
+    async with FakeProvider(FakeConfig(), echo_logprob=echo_logprob) as fake:
+        echoed, by_echo = await _run(tmp_path / "echo", fake, records, continuation)
+    broken_echo = FakeConfig(echo_mode="llama_cpp")
+    async with FakeProvider(broken_echo, echo_logprob=echo_logprob) as fake:
+        asked, by_prompt = await _run(
+            tmp_path / "prompt", fake, records, continuation, loglikelihood_source="prompt_logprobs"
+        )
+    assert {s.state for s in by_prompt} == {SubtaskState.SUCCEEDED}
+    for name in ("acc", "acc_norm", "acc_bytes"):
+        assert asked.metrics[name] == echoed.metrics[name], name
+    assert [s.scores for s in by_prompt] == [s.scores for s in by_echo]
 
 
 async def test_llama_cpp_echo_fails_every_sample_naming_the_inconsistency(

@@ -15,6 +15,7 @@ from evald_server.providers._echo import (
     MAX_ECHO_TOKENS,
     EchoInconsistent,
     continuation_score,
+    echo_request_fields,
     split_context,
 )
 
@@ -165,3 +166,68 @@ def test_an_answer_that_ignored_echo_is_refused() -> None:
     with pytest.raises(EchoInconsistent) as caught:
         continuation_score(answer, "Answer:", " B", BOUNDS)
     assert caught.value.kind == "echo_text"
+
+
+# -- vLLM's prompt_logprobs ------------------------------------------------------------
+
+PROMPT = "Question: 1 + 1?\nAnswer:"
+
+
+def _prompt_logprobs_answer(
+    prompt: str = PROMPT + " B", usage_tokens: int | None = None, **changes: Any
+) -> dict[str, Any]:
+    """vLLM's answer to ``prompt_logprobs: 0``: null, then each token alone under an id."""
+    tokens = tokenize(prompt)
+    listed: list[Any] = [None]
+    for i in range(1, len(tokens)):
+        value = hashed_logprob("".join(tokens[:i]), tokens[i])
+        listed.append({str(100 + i): {"logprob": value, "rank": 3, "decoded_token": tokens[i]}})
+    for index, entry in changes.items():
+        listed[int(index.removeprefix("at"))] = entry
+    prompt_tokens = len(tokens) if usage_tokens is None else usage_tokens
+    return {
+        "choices": [{"index": 0, "text": " 2", "prompt_logprobs": listed}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1},
+    }
+
+
+def _entry(logprob: object = -1.0, token: object = " +", **more: Any) -> dict[str, Any]:
+    """Token 2 of the prompt (" +") as vLLM lists it, changed as a test needs."""
+    return {"7": {"logprob": logprob, "decoded_token": token}, **more}
+
+
+def test_prompt_logprobs_sum_the_continuation_as_an_echo_does() -> None:
+    score = continuation_score(
+        _prompt_logprobs_answer(), PROMPT, " B", BOUNDS, source="prompt_logprobs"
+    )
+    assert score.logprob == hashed_logprob(PROMPT, " B")
+    assert score.tokens == 1
+    fields = echo_request_fields(PROMPT + " B", 1, None, source="prompt_logprobs")
+    assert fields == {
+        "prompt": PROMPT + " B",
+        "max_tokens": 1,
+        "temperature": 0,
+        "prompt_logprobs": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        ({"choices": [{"text": "x"}]}, "echo_missing"),
+        (_prompt_logprobs_answer(at0=_entry()), "echo_bounds"),
+        (_prompt_logprobs_answer(at2=_entry(**{"8": {"logprob": -2.0}})), "echo_bounds"),
+        (_prompt_logprobs_answer(at2=_entry(0.5)), "echo_bounds"),
+        (_prompt_logprobs_answer(at2=_entry(math.nan)), "echo_bounds"),
+        (_prompt_logprobs_answer(at2=_entry(token=None)), "echo_bounds"),
+        (_prompt_logprobs_answer(at2=_entry(token=" -")), "echo_tokens"),
+        (_prompt_logprobs_answer(usage_tokens=3), "echo_token_count"),
+        (_prompt_logprobs_answer(prompt=PROMPT + " C"), "echo_tokens"),
+    ],
+)
+def test_prompt_logprobs_that_do_not_describe_the_prompt_are_refused(
+    answer: dict[str, Any], kind: str
+) -> None:
+    with pytest.raises(EchoInconsistent) as caught:
+        continuation_score(answer, PROMPT, " B", BOUNDS, source="prompt_logprobs")
+    assert caught.value.kind == kind

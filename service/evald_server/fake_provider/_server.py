@@ -40,6 +40,7 @@ from evald_server.fake_provider._completions import (
     completions_body,
     hashed_logprob,
     prompts_of,
+    tokenize,
 )
 from evald_server.fake_provider._journal import Journal, JournalEntry
 from evald_server.fake_provider._logprobs import AlternativesFn, first_piece, logprobs_block
@@ -540,12 +541,24 @@ class FakeProvider:
                 answer=answer,
                 finish_reason=finish_reason,
             )
+            if isinstance(body.get("prompt_logprobs"), int) and not echo:
+                choice["prompt_logprobs"] = self._prompt_logprobs(prompt)
             choices.append(choice)
             prompt_tokens += used
             completion_tokens += made
         entry.prompt_tokens, entry.completion_tokens = prompt_tokens, completion_tokens
         payload = completions_body(entry.seq, model, choices, prompt_tokens, completion_tokens)
         return web.Response(body=payload, content_type=_JSON, headers=headers)
+
+    def _prompt_logprobs(self, prompt: str) -> list[dict[str, dict[str, Any]] | None]:
+        """vLLM's ``prompt_logprobs`` with 0 alternatives: null, then each prompt token
+        alone under its id, with the same numbers an echo lists."""
+        tokens, ids = tokenize(prompt), self.vocabulary.encode(prompt)
+        listed: list[dict[str, dict[str, Any]] | None] = [None]
+        for i in range(1, len(tokens)):
+            value = self._echo_logprob("".join(tokens[:i]), tokens[i])
+            listed.append({str(ids[i]): {"logprob": value, "rank": 1, "decoded_token": tokens[i]}})
+        return listed
 
     async def _tokenizer_info(self, request: web.Request) -> web.Response:
         return web.json_response(self.vocabulary.info())

@@ -34,6 +34,14 @@ sums belong to no continuation.
 
 Where the context ends in spaces they move to the continuation, as lm-eval does
 (``"Answer: " + "A"`` scores ``" A"`` after ``"Answer:"``).
+
+vLLM also offers ``prompt_logprobs`` (a model's ``loglikelihood_source``): the body sends
+``prompt_logprobs: 0`` instead of echo, and ``choices[0].prompt_logprobs`` lists, per
+prompt token, ``null`` for the first and then ``{token id: {logprob, rank,
+decoded_token}}`` holding that token alone. The decoded tokens must reassemble the
+prompt after its first token (whose text is what they leave), their number must match
+``usage.prompt_tokens``, and every number is held to the same bounds as an echo's; the
+boundary and the sum are then found exactly as for an echo.
 """
 
 import json
@@ -76,15 +84,20 @@ def split_context(context: str, continuation: str) -> tuple[str, str]:
     return context, continuation
 
 
-def echo_request_fields(prompt: str, max_tokens: int, seed: int | None) -> dict[str, Any]:
-    """The body's fields after ``model`` for one loglikelihood call."""
-    body: dict[str, Any] = {
-        "prompt": prompt,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "logprobs": 1,
-        "echo": True,
-    }
+ECHO = "echo"
+PROMPT_LOGPROBS = "prompt_logprobs"
+
+
+def echo_request_fields(
+    prompt: str, max_tokens: int, seed: int | None, *, source: str = ECHO
+) -> dict[str, Any]:
+    """The body's fields after ``model`` for one loglikelihood call (``source``: the
+    model's ``loglikelihood_source``)."""
+    body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    if source == PROMPT_LOGPROBS:
+        body["prompt_logprobs"] = 0  # the prompt's own tokens, no alternatives
+    else:
+        body |= {"logprobs": 1, "echo": True}
     if seed is not None:
         body["seed"] = seed
     return body
@@ -99,12 +112,22 @@ class _Echo:
 
 
 def continuation_score(
-    data: Mapping[str, Any], context: str, continuation: str, bounds: AnswerBounds
+    data: Mapping[str, Any],
+    context: str,
+    continuation: str,
+    bounds: AnswerBounds,
+    *,
+    source: str = ECHO,
 ) -> ContinuationScore:
     """The continuation's score from a parsed completions answer to ``context +
     continuation`` (``split_context`` already applied), or ``EchoInconsistent``."""
     prompt = context + continuation
-    echo = _checked_echo(data, bounds)
+    listed_generated = source != PROMPT_LOGPROBS  # prompt_logprobs lists the prompt only
+    echo = (
+        _checked_echo(data, bounds)
+        if listed_generated
+        else _prompt_logprobs_echo(data, prompt, bounds)
+    )
     if not echo.text.startswith(prompt):
         raise EchoInconsistent(
             "echo_text",
@@ -132,7 +155,12 @@ def continuation_score(
             "echo_token_count",
             f"the echo lists {in_prompt} prompt tokens where usage.prompt_tokens says {stated}",
         )
-    if stated is not None and generated is not None and len(echo.tokens) != stated + generated:
+    if (
+        listed_generated
+        and stated is not None
+        and generated is not None
+        and len(echo.tokens) != stated + generated
+    ):
         raise EchoInconsistent(
             "echo_token_count",
             f"the echo lists {len(echo.tokens)} tokens where usage says {stated} prompt + "
@@ -202,6 +230,55 @@ def _checked_echo(data: Mapping[str, Any], bounds: AnswerBounds) -> _Echo:
     return _Echo(
         text, tuple(tokens), _checked_logprobs(logprobs), _checked_offsets(offsets, tokens, text)
     )
+
+
+def _prompt_logprobs_echo(data: Mapping[str, Any], prompt: str, bounds: AnswerBounds) -> _Echo:
+    """vLLM's ``prompt_logprobs`` as an echo of ``prompt``: its tokens (the first one's
+    text is what the decoded others leave of the prompt), numbers and offsets."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise EchoInconsistent("echo_missing", "the answer has no choices[0]")
+    entries = choices[0].get("prompt_logprobs")
+    if not isinstance(entries, list) or not entries:
+        raise EchoInconsistent(
+            "echo_missing", "choices[0].prompt_logprobs is missing: the server ignored it"
+        )
+    cap = min(MAX_ECHO_TOKENS, bounds.call_tokens)
+    if len(entries) > cap:
+        raise EchoInconsistent(
+            "echo_bounds", f"prompt_logprobs lists {len(entries)} tokens, over {cap}"
+        )
+    if entries[0] is not None:
+        raise EchoInconsistent("echo_bounds", "prompt_logprobs[0] is not null")
+    texts: list[str] = []
+    numbers: list[object] = [None]
+    for index, entry in enumerate(entries[1:], start=1):
+        if not isinstance(entry, Mapping) or len(entry) != 1:
+            raise EchoInconsistent(
+                "echo_bounds", f"prompt_logprobs[{index}] is not one token's entry"
+            )
+        (only,) = entry.values()
+        token = only.get("decoded_token") if isinstance(only, Mapping) else None
+        if not isinstance(token, str):
+            raise EchoInconsistent(
+                "echo_bounds", f"prompt_logprobs[{index}] has no decoded_token string"
+            )
+        texts.append(token)
+        numbers.append(only.get("logprob"))
+    logprobs = _checked_logprobs(numbers)
+    rest = "".join(texts)
+    if not prompt.endswith(rest) or len(rest) >= len(prompt):
+        raise EchoInconsistent(
+            "echo_tokens",
+            f"the {len(texts)} decoded prompt tokens after the first ({len(rest)} characters) "
+            f"are not the end of the {len(prompt)}-character prompt sent",
+        )
+    tokens = (prompt[: len(prompt) - len(rest)], *texts)
+    offsets, position = [], 0
+    for token in tokens:
+        offsets.append(position)
+        position += len(token)
+    return _Echo(prompt, tokens, logprobs, tuple(offsets))
 
 
 def _checked_logprobs(values: Sequence[object]) -> tuple[float | None, ...]:

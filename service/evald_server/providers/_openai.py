@@ -128,6 +128,7 @@ class OpenAIProvider:
             completions_url(model.base_url) if "completions" in model.endpoints else None
         )
         self._echo_max_tokens = model.echo_max_tokens
+        self._loglikelihood_source = model.loglikelihood_source
         self._pool_size = pool_size
         self._timeout_s = model.timeout_s
         self._stream = model.stream
@@ -173,7 +174,12 @@ class OpenAIProvider:
         """One echo call to ``/v1/completions`` (``providers._echo``)."""
         url = self._completions_endpoint()
         context, continuation = split_context(request.context, request.continuation)
-        fields = echo_request_fields(context + continuation, self._echo_max_tokens, request.seed)
+        fields = echo_request_fields(
+            context + continuation,
+            self._echo_max_tokens,
+            request.seed,
+            source=self._loglikelihood_source,
+        )
         body = json.dumps(
             {"model": self._model_name, **fields}, ensure_ascii=False, separators=(",", ":")
         ).encode()
@@ -264,7 +270,9 @@ class OpenAIProvider:
                 latency_s=time.perf_counter() - started,
             ) from exc
         try:
-            score = continuation_score(data, context, continuation, self._bounds)
+            score = continuation_score(
+                data, context, continuation, self._bounds, source=self._loglikelihood_source
+            )
         except EchoInconsistent as exc:
             raise inconsistent_echo_failure(
                 exc.kind,
